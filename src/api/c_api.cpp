@@ -1,0 +1,1 @@
+// PLACEHOLDER — replaced by the C ABI work (include/flashcore/flashcore.h).

@@ -1,0 +1,139 @@
+// attention_forward: validate, find where the data lives, pick the first path that supports the
+// call, run it. supports() and the "no path" error read the same table (kPaths).
+#include <array>
+#include <mutex>
+
+#include "api/paths.hpp"
+#include "common/cuda_check.hpp"
+
+namespace flashcore {
+namespace detail {
+
+namespace {
+
+// Dispatch order: fastest first.
+std::array<PathOps, 4> path_table() {
+  return {sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
+}
+
+// True when `ptr` is host memory (pageable or registered) rather than device memory.
+bool is_host_pointer(const void* ptr) {
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls are unaffected
+    return true;
+  }
+  return attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
+Status query_device(const AttentionParams& params, DeviceInfo* info) {
+  *info = DeviceInfo{};
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    info->has_device = false;
+    info->pointers_on_host = true;
+    return Status::Ok();
+  }
+  info->has_device = true;
+  FC_CUDA_RETURN(cudaGetDevice(&info->device));
+  cudaDeviceProp prop{};
+  FC_CUDA_RETURN(cudaGetDeviceProperties(&prop, info->device));
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  info->sm_count = prop.multiProcessorCount;
+  info->max_smem_per_block_optin = prop.sharedMemPerBlockOptin;
+
+  // All tensors must live on one side. q decides; the others must agree.
+  const bool q_host = is_host_pointer(params.q);
+  const void* others[] = {params.k, params.v, params.o};
+  const char* names[] = {"k", "v", "o"};
+  for (int t = 0; t < 3; ++t) {
+    if (is_host_pointer(others[t]) != q_host) {
+      return Status::InvalidArgument(std::string(names[t]) + ": must live in the same memory as q (" +
+                                     (q_host ? "host" : "device") + ")");
+    }
+  }
+  if (params.lse != nullptr && is_host_pointer(params.lse) != q_host) {
+    return Status::InvalidArgument(std::string("lse: must live in the same memory as q (") +
+                                   (q_host ? "host" : "device") + ")");
+  }
+  info->pointers_on_host = q_host;
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+Support supports(const AttentionParams& params, KernelPath path) {
+  Support s;
+  s.path = path;
+  detail::DeviceInfo info;
+  Status st = detail::query_device(params, &info);
+  if (!st.ok()) {
+    s.reason = st.message;
+    return s;
+  }
+  for (const auto& ops : detail::path_table()) {
+    if (ops.path != path) continue;
+    s.reason = ops.supports(params, info);
+    s.supported = s.reason.empty();
+    return s;
+  }
+  s.reason = std::string("path '") + kernel_path_name(path) + "' is not a concrete kernel path";
+  return s;
+}
+
+std::vector<Support> supports(const AttentionParams& params) {
+  std::vector<Support> out;
+  for (const auto& ops : detail::path_table()) out.push_back(supports(params, ops.path));
+  return out;
+}
+
+namespace {
+
+Status select(const AttentionParams& params, const detail::DeviceInfo& info, detail::PathOps* chosen) {
+  std::string reasons;
+  for (const auto& ops : detail::path_table()) {
+    if (params.path != KernelPath::kAuto && ops.path != params.path) continue;
+    const std::string why_not = ops.supports(params, info);
+    if (why_not.empty()) {
+      *chosen = ops;
+      return Status::Ok();
+    }
+    reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
+  }
+  if (params.path != KernelPath::kAuto) {
+    return Status::Unsupported(std::string("path: the requested path '") + kernel_path_name(params.path) +
+                               "' cannot run this call:" + reasons);
+  }
+  return Status::Unsupported("no kernel path can run this call:" + reasons);
+}
+
+}  // namespace
+
+Status select_path(const AttentionParams& params, KernelPath* chosen) {
+  detail::DeviceInfo info;
+  FC_RETURN_IF_ERROR(detail::query_device(params, &info));
+  detail::PathOps ops{};
+  FC_RETURN_IF_ERROR(select(params, info, &ops));
+  *chosen = ops.path;
+  return Status::Ok();
+}
+
+Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
+  FC_RETURN_IF_ERROR(validate(params, stream));
+  // B = 0 or no query rows: a valid call with nothing to write. (Sk = 0 with query rows is not
+  // empty: every row then has no visible key and gets o = 0, lse = -inf.)
+  const bool no_rows = params.batch == 0 || (params.is_varlen() ? params.total_q == 0 : params.seqlen_q == 0);
+  if (no_rows) return Status::Ok();
+  detail::DeviceInfo info;
+  FC_RETURN_IF_ERROR(detail::query_device(params, &info));
+  detail::PathOps ops{};
+  FC_RETURN_IF_ERROR(select(params, info, &ops));
+  return ops.run(params, info, stream);
+}
+
+}  // namespace flashcore

@@ -1,0 +1,37 @@
+// The contract between dispatch and each kernel path. A path answers `supports` (and why not) and
+// `run`s a validated call. Paths that a build prunes are still declared: their stub answers
+// "not built" so the error comes from the same table as every other capability.
+#pragma once
+
+#include "flashcore/flashcore.hpp"
+
+namespace flashcore::detail {
+
+// Facts about the device the call runs on (or the host, for the CPU path).
+struct DeviceInfo {
+  bool has_device = false;   // a CUDA device is usable
+  int device = -1;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  size_t max_smem_per_block_optin = 0;
+  bool pointers_on_host = false;  // q/k/v/o are host memory: only the CPU path applies
+};
+
+// Queries the current device and where params' pointers live.
+Status query_device(const AttentionParams& params, DeviceInfo* info);
+
+// One entry per concrete path. `supports` returns an empty string when it can run the call,
+// otherwise the reason. `run` assumes a validated call that `supports` accepted.
+struct PathOps {
+  KernelPath path;
+  std::string (*supports)(const AttentionParams&, const DeviceInfo&);
+  Status (*run)(const AttentionParams&, const DeviceInfo&, cudaStream_t);
+};
+
+// Implemented by each path (src/sm90, src/sm80, src/reference) or by its stub when pruned.
+PathOps sm90_path();
+PathOps sm80_path();
+PathOps naive_gpu_path();
+PathOps cpu_reference_path();
+
+}  // namespace flashcore::detail

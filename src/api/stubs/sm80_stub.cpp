@@ -1,0 +1,18 @@
+// Stands in for the sm80 path when the build prunes it (FLASHCORE_BUILD_SM80=OFF or no matching
+// architecture), so dispatch and supports() say why the path is unavailable.
+#include "api/paths.hpp"
+
+namespace flashcore::detail {
+
+namespace {
+std::string sm80_not_built(const AttentionParams&, const DeviceInfo&) {
+  return "the sm80 path is not part of this build (configure with FLASHCORE_BUILD_SM80=ON)";
+}
+Status sm80_run_not_built(const AttentionParams& p, const DeviceInfo& d, cudaStream_t) {
+  return Status::Unsupported(sm80_not_built(p, d));
+}
+}  // namespace
+
+PathOps sm80_path() { return {KernelPath::kSm80, &sm80_not_built, &sm80_run_not_built}; }
+
+}  // namespace flashcore::detail

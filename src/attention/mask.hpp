@@ -1,0 +1,131 @@
+// The attention function's pieces as small functors, shared by the CPU reference, the naive GPU
+// reference, the sm80 path and the sm90 path, so every path computes one function.
+//
+//   score(i, j)   = alibi(softcap(scale * <q_i, k_j>))          (ScoreTransform)
+//   visible(i, j) = lo(i) <= j <= hi(i), 0 <= j < Sk             (VisibilityMask)
+//
+// Indices i, j are positions inside one sequence (varlen: relative to the sequence start).
+#pragma once
+
+#include <climits>
+#include <cmath>
+
+#include "common/host_device.hpp"
+#include "flashcore/flashcore.hpp"
+
+namespace flashcore::attn {
+
+inline constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) == exp2(x * kLog2e)
+inline constexpr float kLn2 = 0.6931471805599453f;    // ln(2):   log(x) == log2(x) * kLn2
+
+// Which keys a query sees. Both bounds are inclusive; an infinite side is stored as a bound far
+// outside any sequence so the hot loops never branch on "is this side infinite".
+struct VisibilityMask {
+  int seqlen_k = 0;
+  int diag_offset = 0;              // Sk - Sq (bottom-right alignment) or 0 (top-left)
+  int window_left = INT_MAX / 4;    // "infinite" is a large positive number
+  int window_right = INT_MAX / 4;
+
+  FC_HOST_DEVICE int first_key(int i) const {  // first visible key of query i (may be > last_key)
+    const long long lo = (long long)i + diag_offset - window_left;
+    return lo < 0 ? 0 : (int)lo;
+  }
+  FC_HOST_DEVICE int last_key(int i) const {   // last visible key of query i (may be < 0)
+    const long long hi = (long long)i + diag_offset + window_right;
+    return hi >= seqlen_k ? seqlen_k - 1 : (int)hi;
+  }
+  FC_HOST_DEVICE bool visible(int i, int j) const { return j >= first_key(i) && j <= last_key(i); }
+  FC_HOST_DEVICE bool has_lower_bound() const { return window_left < INT_MAX / 8; }
+  FC_HOST_DEVICE bool has_upper_bound() const { return window_right < INT_MAX / 8; }
+
+  // Keys [first, last] that any query of rows [i0, i1] can see: the KV range a query tile visits.
+  FC_HOST_DEVICE int first_key_of_rows(int i0) const { return first_key(i0); }
+  FC_HOST_DEVICE int last_key_of_rows(int i1) const { return last_key(i1); }
+
+  // True when every (i, j) with i in [i0, i1], j in [j0, j1] (j1 < seqlen_k) is visible, so the
+  // tile needs no per-element masking.
+  FC_HOST_DEVICE bool tile_fully_visible(int i0, int i1, int j0, int j1) const {
+    // first_key is monotone non-decreasing in i, last_key too: check the corners that bind.
+    return first_key(i1) <= j0 && last_key(i0) >= j1;
+  }
+};
+
+// score = alibi(softcap(scale * dot)). Kernels fold kLog2e after this transform.
+struct ScoreTransform {
+  float scale = 1.0f;
+  float softcap = 0.0f;     // 0: off
+  float alibi_slope = 0.0f; // 0: off
+  int alibi_offset = 0;     // Sk - Sq of this sequence (ALiBi is always bottom-right aligned)
+
+  FC_HOST_DEVICE float apply(float dot, int i, int j) const {
+    float s = dot * scale;
+    if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+    if (alibi_slope != 0.0f) {
+      const int dist = i + alibi_offset - j;
+      s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
+    }
+    return s;
+  }
+  // The same in double, for the fp64 CPU reference.
+  double apply(double dot, int i, int j) const {
+    double s = dot * (double)scale;
+    if (softcap > 0.0f) s = (double)softcap * std::tanh(s / (double)softcap);
+    if (alibi_slope != 0.0f) {
+      const long long dist = (long long)i + alibi_offset - j;
+      s -= (double)alibi_slope * (double)(dist < 0 ? -dist : dist);
+    }
+    return s;
+  }
+};
+
+// One batch entry's sequence: where its tokens start and how many there are.
+struct SequenceExtent {
+  int64_t q_start = 0;  // first token row of this sequence in q/o (varlen) or 0
+  int64_t k_start = 0;  // first token row in k/v (varlen) or 0
+  int seqlen_q = 0;
+  int seqlen_k = 0;     // keys that count (seqused_k applied)
+};
+
+// Resolves batch entry b. cu_seqlens / seqused_k must be readable from the calling side (host
+// pointers on the CPU, device pointers in a kernel).
+FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
+  SequenceExtent e;
+  if (p.cu_seqlens_q != nullptr) {
+    e.q_start = p.cu_seqlens_q[b];
+    e.seqlen_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  } else {
+    e.seqlen_q = p.seqlen_q;
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    e.k_start = p.cu_seqlens_k[b];
+    e.seqlen_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  } else {
+    e.seqlen_k = p.seqlen_k;
+  }
+  if (p.seqused_k != nullptr) e.seqlen_k = p.seqused_k[b];
+  return e;
+}
+
+// The visibility mask of one sequence (params already validated).
+FC_HOST_DEVICE VisibilityMask make_mask(const AttentionParams& p, int seqlen_q, int seqlen_k) {
+  VisibilityMask m;
+  m.seqlen_k = seqlen_k;
+  m.diag_offset = p.mask_align == MaskAlign::kBottomRight ? seqlen_k - seqlen_q : 0;
+  if (p.window_left >= 0) m.window_left = p.window_left;
+  if (p.window_right >= 0) m.window_right = p.window_right;
+  if (p.causal) m.window_right = 0;
+  return m;
+}
+
+// The score transform of one (sequence, head).
+FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
+                                                   int seqlen_q, int seqlen_k) {
+  ScoreTransform t;
+  t.scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
+  t.softcap = p.softcap;
+  if (p.alibi_slopes != nullptr) t.alibi_slope = p.alibi_slopes[b * p.alibi_batch_stride + h];
+  t.alibi_offset = seqlen_k - seqlen_q;
+  return t;
+}
+
+}  // namespace flashcore::attn
