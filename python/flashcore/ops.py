@@ -1,0 +1,121 @@
+"""The torch custom ops: flashcore::fwd (and flashcore::bwd, which says backward does not exist yet).
+
+Registered with torch.library.custom_op so that
+  * torch.compile(fullgraph=True) traces them without a graph break (register_fake gives shapes),
+  * CUDA graphs capture them (the kernel runs on the current stream; the C++ validate() reads no
+    device memory while the stream is capturing),
+  * autograd reaches a clear error on backward instead of silently producing no gradient.
+Outputs come from PyTorch's allocator (torch.empty); kernels run on torch's current stream.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _C
+from ._params import ArrayDesc, build_params, check_inputs, output_shapes
+
+_TORCH_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int32: "int32"}
+
+BACKWARD_MESSAGE = (
+    "flashcore: backward is not implemented yet (flashcore is forward-only for now); run the forward "
+    "under torch.no_grad()/torch.inference_mode(), or use a differentiable attention for training")
+
+
+def _dtype_name(t: Tensor) -> str:
+    return _TORCH_DTYPES.get(t.dtype, str(t.dtype).replace("torch.", ""))
+
+
+def describe(name: str, t: Optional[Tensor]) -> Optional[ArrayDesc]:
+    """ArrayDesc of a tensor. Fake/meta tensors (tracing) get address 0: they are only shape-checked."""
+    if t is None:
+        return None
+    address = 0 if t.device.type == "meta" or _is_fake(t) else t.data_ptr()
+    return ArrayDesc(name, address, tuple(t.shape), tuple(t.stride()), _dtype_name(t))
+
+
+def _is_fake(t: Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+    return is_fake(t)
+
+
+def _check_devices(q: Tensor, others) -> None:
+    for name, t in others:
+        if t is not None and t.device != q.device:
+            raise ValueError(f"{name}: must be on q's device ({q.device}), got {t.device}")
+
+
+@torch.library.custom_op("flashcore::fwd", mutates_args=())
+def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+        seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+        softmax_scale: float, softcap: float, causal: bool, mask_align: int, window_left: int,
+        window_right: int, path: int) -> Tuple[Tensor, Tensor]:
+    """Attention forward in flash-attn layout; returns (out, lse). softmax_scale 0 means 1/sqrt(D)."""
+    _check_devices(q, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                       ("seqused_k", seqused_k), ("alibi_slopes", alibi_slopes)))
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    descs = dict(cu_seqlens_q=describe("cu_seqlens_q", cu_seqlens_q),
+                 cu_seqlens_k=describe("cu_seqlens_k", cu_seqlens_k),
+                 seqused_k=describe("seqused_k", seqused_k), alibi_slopes=describe("alibi_slopes", alibi_slopes))
+    qd, kd, vd = describe("q", q), describe("k", k), describe("v", v)
+    check_inputs(qd, kd, vd, **descs)  # shapes first, so the outputs below have meaningful shapes
+    o_shape, lse_shape = output_shapes(q.shape, v.shape, varlen)
+    out = torch.empty(o_shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    params = build_params(qd, kd, vd, describe("out", out), describe("lse", lse), **descs,
+                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                          softmax_scale=softmax_scale, softcap=softcap,
+                          causal=causal, mask_align=mask_align, window_left=window_left,
+                          window_right=window_right, path=path)
+    if q.device.type == "cuda":
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        if q.device.index == torch.cuda.current_device():
+            _C.forward(params, stream)
+        else:  # the C++ API runs on the current device (cudaGetDevice): make it q's
+            with torch.cuda.device(q.device):
+                _C.forward(params, stream)
+    else:
+        _C.forward(params, 0)  # host memory: the fp64 CPU reference, synchronous
+    return out, lse
+
+
+@fwd.register_fake
+def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k,
+              softmax_scale, softcap, causal, mask_align, window_left, window_right, path):
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    check_inputs(describe("q", q), describe("k", k), describe("v", v),
+                 cu_seqlens_q=describe("cu_seqlens_q", cu_seqlens_q),
+                 cu_seqlens_k=describe("cu_seqlens_k", cu_seqlens_k),
+                 seqused_k=describe("seqused_k", seqused_k), alibi_slopes=describe("alibi_slopes", alibi_slopes))
+    o_shape, lse_shape = output_shapes(q.shape, v.shape, varlen)
+    return (q.new_empty(o_shape, dtype=q.dtype), q.new_empty(lse_shape, dtype=torch.float32))
+
+
+@torch.library.custom_op("flashcore::bwd", mutates_args=())
+def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Placeholder for the backward kernel: raises. Being an op, it traces (torch.compile of a
+    training step compiles) and fails only when a backward really runs."""
+    raise RuntimeError(BACKWARD_MESSAGE)
+
+
+@bwd.register_fake
+def _bwd_fake(dout, q, k, v, out, lse):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = bwd(grad_out, q, k, v, out, lse)
+    return (dq, dk, dv) + (None,) * 13
+
+
+fwd.register_autograd(_backward, setup_context=_setup_context)
