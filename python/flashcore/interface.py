@@ -4,8 +4,8 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
   * out, or (out, softmax_lse, None) with return_attn_probs=True. flash-attn returns attention
     probabilities (S_dmask) only when dropout_p > 0, which flashcore refuses, so the third item is
     None exactly as flash-attn's would be.
-  * causal=True is aligned to the bottom-right corner of the score matrix (flash-attn's convention);
-    window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
+  * causal=True is aligned to the bottom-right corner of the score matrix (flash-attn's convention)
+    and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
   * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log.
 Refused with a clear error, never ignored: dropout_p > 0, block_table (paged KV).
 `deterministic` is accepted: it selects a backward variant in flash-attn; the forward is deterministic.
@@ -28,8 +28,10 @@ from ._params import (PATH_NAMES, ArrayDesc, build_params, mask_align_code, outp
 
 def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=0, max_seqlen_k=0,
          softmax_scale=None, causal=False, mask_align="bottom_right", window_size=(-1, -1), softcap=0.0,
-         alibi_slopes=None, path="auto"):
+         alibi_slopes=None, path="auto", causal_overrides_window=False):
     window_left, window_right = window_bounds(window_size)
+    if causal and causal_overrides_window:
+        window_right = 0  # flash-attn: causal=True means window_size[1] = 0, whatever was passed
     return ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, int(max_seqlen_q),
                    int(max_seqlen_k), 0.0 if softmax_scale is None else float(softmax_scale), float(softcap),
                    bool(causal), mask_align_code(mask_align), window_left, window_right, path_code(path))
@@ -45,7 +47,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     """q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim[_v])."""
     reject_unsupported(dropout_p)
     out, lse = _run(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                    softcap=softcap, alibi_slopes=alibi_slopes, path=_path)
+                    softcap=softcap, alibi_slopes=alibi_slopes, path=_path, causal_overrides_window=True)
     return _result(out, lse, return_attn_probs)
 
 
@@ -79,7 +81,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = _run(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                     causal=causal, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
-                    path=_path)
+                    path=_path, causal_overrides_window=True)
     return _result(out, lse, return_attn_probs)
 
 

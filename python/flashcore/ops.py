@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 
 from . import _C
 from ._params import ArrayDesc, build_params, check_inputs, output_shapes
@@ -33,13 +34,8 @@ def describe(name: str, t: Optional[Tensor]) -> Optional[ArrayDesc]:
     """ArrayDesc of a tensor. Fake/meta tensors (tracing) get address 0: they are only shape-checked."""
     if t is None:
         return None
-    address = 0 if t.device.type == "meta" or _is_fake(t) else t.data_ptr()
+    address = 0 if t.device.type == "meta" or is_fake(t) else t.data_ptr()
     return ArrayDesc(name, address, tuple(t.shape), tuple(t.stride()), _dtype_name(t))
-
-
-def _is_fake(t: Tensor) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
-    return is_fake(t)
 
 
 def _check_devices(q: Tensor, others) -> None:

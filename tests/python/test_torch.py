@@ -1,0 +1,340 @@
+"""flashcore's torch API: flash-attn compatible functions, SDPA-layout attention, custom ops,
+torch.compile, CUDA graphs. Skips without torch; the GPU tests skip without a CUDA device.
+
+Tolerance (design.md): against an fp64 oracle on the same (rounded) inputs, flashcore's error
+(max-abs and relative Frobenius) must be <= 2x the error of PyTorch SDPA's MATH backend computing
+in the same dtype (softcap, which SDPA cannot express, uses the same naive computation by hand).
+Every GPU kernel path that supports a case is run (sm90, sm80, naive).
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashcore  # noqa: E402
+from flashcore import ops  # noqa: E402
+
+from attention_reference import alibi_slopes, attention, varlen_attention, visible_mask  # noqa: E402
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+GPU_PATHS = ("sm90", "sm80", "naive")
+
+
+# ------------------------------------------------------------------------------------------------
+# Oracle, baseline, comparison
+# ------------------------------------------------------------------------------------------------
+
+def to_np64(t):
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def sdpa_math_in_dtype(q, k, v, *, scale=None, causal=False, mask_align="bottom_right", window=(-1, -1),
+                       softcap=0.0, alibi=None):
+    """The naive computation in q's dtype: SDPA's MATH backend with reductions kept in the dtype, a
+    float bias carrying the mask and ALiBi. Layout (B, S, H, D) in and out; rows with no visible key
+    give 0 (SDPA would give NaN)."""
+    batch, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kt = kt.repeat_interleave(hq // hkv, dim=1)
+    vt = vt.repeat_interleave(hq // hkv, dim=1)
+    visible = torch.from_numpy(visible_mask(sq, sk, causal=causal, mask_align=mask_align, window=window))
+    bias = torch.zeros(sq, sk, dtype=torch.float64).masked_fill(~visible, float("-inf"))
+    bias = bias.to(q.device)[None, None]
+    if alibi is not None:
+        dist = (torch.arange(sq)[:, None] + sk - sq - torch.arange(sk)[None, :]).abs().to(q.device, torch.float64)
+        bias = bias - alibi.to(torch.float64).reshape(-1, hq, 1, 1) * dist
+    bias = bias.to(q.dtype)
+    scale = 1.0 / d ** 0.5 if scale is None else scale
+    if softcap > 0:  # by hand, the same steps in the dtype
+        s = (qt @ kt.transpose(-1, -2)) * scale
+        s = softcap * torch.tanh(s / softcap) + bias
+        out = torch.softmax(s, dim=-1) @ vt
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        allow = getattr(torch.backends.cuda, "allow_fp16_bf16_reduction_math_sdp", None)
+        if allow is not None:
+            allow(True)
+        try:
+            with sdpa_kernel(SDPBackend.MATH):
+                out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=bias, scale=scale)
+        finally:
+            if allow is not None:
+                allow(False)
+    return torch.nan_to_num(out.transpose(1, 2), nan=0.0)
+
+
+def errors(x, ref):
+    x = to_np64(x) if isinstance(x, torch.Tensor) else x
+    diff = x - ref
+    return float(np.abs(diff).max()), float(np.linalg.norm(diff) / max(np.linalg.norm(ref), 1e-300))
+
+
+def assert_within_2x_baseline(out, baseline, ref, what=""):
+    assert torch.isfinite(out).all(), f"{what}: every output element is written and finite"
+    ours, base = errors(out, ref), errors(baseline, ref)
+    floor = 1e-6 * max(1.0, float(np.abs(ref).max()))  # baseline can be exactly 0 (e.g. one key per row)
+    assert ours[0] <= 2 * base[0] + floor, f"{what}: max-abs error {ours[0]:.3g} > 2x SDPA math's {base[0]:.3g}"
+    assert ours[1] <= 2 * base[1] + floor, f"{what}: relative error {ours[1]:.3g} > 2x SDPA math's {base[1]:.3g}"
+
+
+def gpu_paths_for(q, k, v, **kwargs):
+    support = flashcore.path_support(q, k, v, **kwargs)
+    paths = [p for p in GPU_PATHS if support[p] == ""]
+    assert paths, f"no GPU path supports this case: {support}"
+    return paths
+
+
+def make_inputs(batch, sq, sk, hq, hkv, d, dv, dtype, scale=1.0, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, sq, hq, d, device="cuda", generator=gen).mul_(scale).to(dtype)
+    k = torch.randn(batch, sk, hkv, d, device="cuda", generator=gen).mul_(scale).to(dtype)
+    v = torch.randn(batch, sk, hkv, dv, device="cuda", generator=gen).to(dtype)
+    return q, k, v
+
+
+# (B, Sq, Sk, Hq, Hkv, Dqk, Dv, input scale, kwargs of flash_attn_func)
+CASES = {
+    "plain": (2, 128, 128, 4, 4, 64, 64, 1.0, {}),
+    "causal-sq<sk-odd": (2, 65, 129, 4, 4, 128, 128, 1.0, dict(causal=True)),
+    "causal-sq>sk-empty-rows": (1, 129, 63, 4, 2, 128, 128, 1.0, dict(causal=True)),
+    "window-gqa4": (2, 100, 100, 8, 2, 128, 128, 1.0, dict(window_size=(32, 8))),
+    "softcap-x10": (2, 77, 77, 4, 4, 64, 64, 10.0, dict(softcap=20.0)),
+    "alibi-causal": (2, 90, 130, 4, 4, 128, 128, 1.0, dict(causal=True, alibi=True)),
+    "decode-mqa": (1, 1, 257, 8, 1, 128, 128, 1.0, {}),
+    "long-causal-tails": (1, 1023, 1023, 2, 2, 128, 128, 1.0, dict(causal=True)),
+    "dqk192-dv128": (2, 64, 64, 4, 4, 192, 128, 1.0, dict(causal=True, softmax_scale=0.1)),
+}
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_flash_attn_func_within_2x_sdpa_math_error(case, dtype):
+    batch, sq, sk, hq, hkv, d, dv, scale, kwargs = CASES[case]
+    q, k, v = make_inputs(batch, sq, sk, hq, hkv, d, dv, DTYPES[dtype], scale)
+    kwargs = dict(kwargs)
+    slopes = torch.from_numpy(alibi_slopes(hq)).cuda() if kwargs.pop("alibi", False) else None
+    ref_o, ref_lse = attention(to_np64(q), to_np64(k), to_np64(v), scale=kwargs.get("softmax_scale"),
+                               causal=kwargs.get("causal", False), window=kwargs.get("window_size", (-1, -1)),
+                               softcap=kwargs.get("softcap", 0.0),
+                               alibi_slopes=None if slopes is None else slopes.cpu().numpy())
+    baseline = sdpa_math_in_dtype(q, k, v, scale=kwargs.get("softmax_scale"), causal=kwargs.get("causal", False),
+                                  window=kwargs.get("window_size", (-1, -1)), softcap=kwargs.get("softcap", 0.0),
+                                  alibi=slopes)
+    support_kwargs = {n: kwargs[n] for n in ("causal", "window_size", "softcap") if n in kwargs}
+    for path in gpu_paths_for(q, k, v, alibi_slopes=slopes, **support_kwargs):
+        out, lse, probs = flashcore.flash_attn_func(q, k, v, alibi_slopes=slopes, return_attn_probs=True,
+                                                    _path=path, **kwargs)
+        assert probs is None
+        assert out.shape == (batch, sq, hq, dv) and out.dtype == q.dtype
+        assert lse.shape == (batch, hq, sq) and lse.dtype == torch.float32
+        assert_within_2x_baseline(out, baseline, ref_o, f"{case} {dtype} {path}")
+        lse_np = lse.cpu().numpy()
+        np.testing.assert_array_equal(np.isneginf(lse_np), np.isneginf(ref_lse))
+        finite = np.isfinite(ref_lse)
+        np.testing.assert_allclose(lse_np[finite], ref_lse[finite], atol=2e-3, rtol=1e-3)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_sdpa_layout_is_top_left_and_copies_nothing(dtype):
+    q, k, v = make_inputs(2, 70, 150, 4, 4, 128, 128, DTYPES[dtype], seed=1)
+    q_bhsd, k_bhsd, v_bhsd = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    out = flashcore.attention(q_bhsd, k_bhsd, v_bhsd, is_causal=True)
+    assert out.shape == (2, 4, 70, 128)
+    ref_o, _ = attention(to_np64(q), to_np64(k), to_np64(v), causal=True, mask_align="top_left")
+    baseline = sdpa_math_in_dtype(q, k, v, causal=True, mask_align="top_left")
+    assert_within_2x_baseline(out.transpose(1, 2), baseline, ref_o, f"attention {dtype}")
+    # SDPA itself (its is_causal is top-left) agrees within the same bound.
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q_bhsd, k_bhsd, v_bhsd, is_causal=True)
+    assert_within_2x_baseline(sdpa.transpose(1, 2), baseline, ref_o, "torch sdpa (sanity)")
+
+
+@requires_cuda
+def test_attention_gqa_needs_enable_gqa_like_sdpa():
+    q, k, v = make_inputs(1, 16, 16, 8, 2, 64, 64, torch.float16)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    with pytest.raises(ValueError, match="enable_gqa"):
+        flashcore.attention(q, k, v)
+    out, lse = flashcore.attention(q, k, v, enable_gqa=True, return_lse=True)
+    assert out.shape == (1, 8, 16, 64) and lse.shape == (1, 8, 16)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_varlen_with_seqused_k_gqa_and_empty_sequence(dtype):
+    lens_q, lens_k = [5, 0, 130, 64], [9, 3, 200, 64]
+    used_k = [9, 3, 150, 1]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32, device="cuda")
+    seqused = torch.tensor(used_k, dtype=torch.int32, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(sum(lens_q), 8, 128, device="cuda", generator=gen).to(DTYPES[dtype])
+    k = torch.randn(sum(lens_k), 2, 128, device="cuda", generator=gen).to(DTYPES[dtype])
+    v = torch.randn(sum(lens_k), 2, 128, device="cuda", generator=gen).to(DTYPES[dtype])
+    ref_o, ref_lse = varlen_attention(to_np64(q), to_np64(k), to_np64(v), cu_q.cpu().numpy(), cu_k.cpu().numpy(),
+                                      seqused_k=np.array(used_k), causal=True)
+    baseline = torch.zeros_like(q)
+    for b in range(len(lens_q)):
+        q0, q1, k0 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b])
+        if q1 > q0:
+            k1 = k0 + used_k[b]
+            baseline[q0:q1] = sdpa_math_in_dtype(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal=True)[0]
+    for path in gpu_paths_for(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                              max_seqlen_k=max(lens_k)):
+        out, lse, _ = flashcore.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True,
+                                                       seqused_k=seqused, return_attn_probs=True, _path=path)
+        assert out.shape == q.shape and lse.shape == (8, sum(lens_q))
+        assert_within_2x_baseline(out, baseline, ref_o, f"varlen {dtype} {path}")
+        np.testing.assert_array_equal(np.isneginf(lse.cpu().numpy()), np.isneginf(ref_lse))
+
+
+@requires_cuda
+def test_packed_variants_equal_the_unpacked_call_on_views():
+    qkv = torch.randn(2, 50, 3, 4, 64, device="cuda", dtype=torch.bfloat16)
+    q, k, v = qkv.unbind(2)
+    expect = flashcore.flash_attn_func(q, k, v, causal=True)
+    torch.testing.assert_close(flashcore.flash_attn_qkvpacked_func(qkv, causal=True), expect, rtol=0, atol=0)
+    kv = qkv[:, :, 1:]
+    torch.testing.assert_close(flashcore.flash_attn_kvpacked_func(q, kv, causal=True), expect, rtol=0, atol=0)
+    cu = torch.tensor([0, 50, 100], dtype=torch.int32, device="cuda")
+    flat = qkv.reshape(100, 3, 4, 64)
+    out = flashcore.flash_attn_varlen_qkvpacked_func(flat, cu, 50, causal=True)
+    torch.testing.assert_close(out.reshape(2, 50, 4, 64), expect, rtol=0, atol=0)
+    out = flashcore.flash_attn_varlen_kvpacked_func(flat[:, 0], flat[:, 1:], cu, cu, 50, 50, causal=True)
+    torch.testing.assert_close(out.reshape(2, 50, 4, 64), expect, rtol=0, atol=0)
+
+
+@requires_cuda
+def test_runs_on_the_current_stream():
+    q, k, v = make_inputs(2, 256, 256, 4, 4, 128, 128, torch.float16)
+    expect = flashcore.flash_attn_func(q, k, v, causal=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = flashcore.flash_attn_func(q, k, v, causal=True)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(out, expect, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# torch.compile, CUDA graphs, autograd
+# ------------------------------------------------------------------------------------------------
+
+@requires_cuda
+def test_torch_compile_fullgraph_has_no_graph_break():
+    torch._dynamo.reset()
+    q, k, v = make_inputs(2, 96, 96, 8, 2, 128, 128, torch.bfloat16)
+    cu = torch.tensor([0, 40, 96], dtype=torch.int32, device="cuda")
+
+    def model(q, k, v):
+        a = flashcore.flash_attn_func(q * 0.5, k, v, causal=True, window_size=(16, -1))
+        b = flashcore.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                enable_gqa=True).transpose(1, 2)
+        c = flashcore.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 56, 56)
+        return a + b, c
+
+    compiled = torch.compile(model, fullgraph=True)
+    got = compiled(q, k, v)
+    expect = model(q, k, v)
+    for g, e in zip(got, expect):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+@requires_cuda
+def test_cuda_graph_capture_and_replay_dense_and_varlen():
+    q, k, v = make_inputs(2, 128, 128, 4, 4, 128, 128, torch.float16)
+    cu = torch.tensor([0, 100, 256], dtype=torch.int32, device="cuda")
+    qf, kf, vf = (x.reshape(256, 4, 128) for x in (q, k, v))
+
+    def step():
+        return flashcore.flash_attn_func(q, k, v, causal=True), flashcore.flash_attn_varlen_func(
+            qf, kf, vf, cu, cu, 156, 156, causal=True)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dense_out, varlen_out = step()
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for x in (q, k, v):
+        x.copy_(torch.randn(x.shape, device="cuda", generator=gen))
+    graph.replay()
+    torch.cuda.synchronize()
+    dense_expect, varlen_expect = step()
+    torch.testing.assert_close(dense_out, dense_expect, rtol=0, atol=0)
+    torch.testing.assert_close(varlen_out, varlen_expect, rtol=0, atol=0)
+
+
+@requires_cuda
+@pytest.mark.parametrize("compiled", [False, True])
+def test_backward_raises_a_clear_error(compiled):
+    torch._dynamo.reset()
+    q, k, v = (x.requires_grad_() for x in make_inputs(1, 32, 32, 2, 2, 64, 64, torch.float16))
+    fn = torch.compile(flashcore.flash_attn_func, fullgraph=True) if compiled else flashcore.flash_attn_func
+    out = fn(q, k, v)
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match="flashcore: backward is not implemented yet"):
+        out.sum().backward()
+    with torch.no_grad():
+        assert not flashcore.flash_attn_func(q, k, v).requires_grad
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors
+# ------------------------------------------------------------------------------------------------
+
+@requires_cuda
+def test_cpp_rule_violation_gives_the_same_message_as_the_cpp_api_on_host():
+    from flashcore import host
+    q, k, v = make_inputs(1, 8, 8, 6, 4, 64, 64, torch.float16)
+    with pytest.raises(ValueError) as gpu_err:
+        flashcore.flash_attn_func(q, k, v)
+    with pytest.raises(ValueError) as host_err:
+        host.attention_forward(*(x.cpu().numpy() for x in (q, k, v)))
+    assert str(gpu_err.value).startswith("heads_q:")
+    assert str(gpu_err.value) == str(host_err.value)
+
+
+@requires_cuda
+@pytest.mark.parametrize("call, error, message", [
+    (lambda q, k, v: flashcore.flash_attn_func(q, k, v, dropout_p=0.1), flashcore.UnsupportedError, "dropout_p:"),
+    (lambda q, k, v: flashcore.flash_attn_varlen_func(q[0], k[0], v[0], *[torch.tensor([0, 8], device="cuda",
+                                                      dtype=torch.int32)] * 2, 8, 8, block_table=q),
+     flashcore.UnsupportedError, "block_table:"),
+    (lambda q, k, v: flashcore.attention(q, k, v, attn_mask=torch.ones(8, 8, dtype=torch.bool, device="cuda")),
+     flashcore.UnsupportedError, "attn_mask:"),
+    (lambda q, k, v: flashcore.flash_attn_func(q.double(), k.double(), v.double()), ValueError,
+     "q: dtype float64 is not supported"),
+    (lambda q, k, v: flashcore.flash_attn_func(q.transpose(1, 3).contiguous().transpose(1, 3), k, v), ValueError,
+     "q: the last dimension (head dim) must be contiguous"),
+    (lambda q, k, v: flashcore.flash_attn_func(q, k.cpu(), v), ValueError, "k: must be on q's device"),
+    (lambda q, k, v: flashcore.flash_attn_func(q, k, v, window_size=(1, 2, 3)), ValueError, "window_size:"),
+    (lambda q, k, v: flashcore.flash_attn_func(q, k, v, _path="sm75"), ValueError, "path:"),
+])
+def test_bad_inputs_raise_clear_errors(call, error, message):
+    q, k, v = make_inputs(1, 8, 8, 4, 4, 64, 64, torch.float16)
+    with pytest.raises(error) as err:
+        call(q, k, v)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_cpu_tensors_run_the_fp64_cpu_reference():
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 9, 4, 16, generator=gen)
+    k = torch.randn(2, 13, 2, 16, generator=gen)
+    v = torch.randn(2, 13, 2, 16, generator=gen)
+    out, lse, _ = flashcore.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    ref_o, ref_lse = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal=True)
+    np.testing.assert_allclose(out.numpy(), ref_o, atol=1e-5)
+    np.testing.assert_allclose(lse.numpy(), ref_lse, atol=1e-5)
+
+
+def test_backward_message_names_the_gap():
+    assert ops.BACKWARD_MESSAGE.startswith("flashcore: backward is not implemented yet")

@@ -1,0 +1,568 @@
+#!/usr/bin/env python3
+"""flashcore vs its peers, in one process, on the same inputs (design.md's benchmark protocol).
+
+Implementations (--impls, comma separated; default all):
+  flashcore-sm90, flashcore-sm80, flashcore-naive   flashcore through its Python package, one kernel
+                                                     path each (the private `_path=` keyword)
+  sdpa-flash, sdpa-cudnn, sdpa-efficient             torch SDPA pinned to one backend
+  flex                                               FlexAttention under torch.compile
+
+Protocol: FLOPs = 2*B*Hq*Sq*Sk*(Dqk+Dv), halved for causal with Sq == Sk (varlen: summed per
+sequence); CUDA events around each call, warm-up, median of >= 30 timed calls, inputs rotated over
+enough buffers that a call does not find its inputs in L2; max error against a reference computed
+once per configuration (fp64 when small, else fp32) on a slice of query rows of the first sequence.
+An implementation that cannot run a row shows "n/a" with the reason (flashcore's supports(), the
+error torch raised, or a stated limit).
+
+Writes DIR/report.json (schema below), DIR/report.md and DIR/tflops.png (one panel per configuration
+family, TFLOPS vs sequence length, one line per implementation).
+
+report.json: {device, date, commit, command, torch, rows: [{impl, pass, dtype, B, Hq, Hkv, Sq, Sk, Dqk,
+Dv, causal, window, ms, tflops, max_err, note, family, varlen}]}; ms/tflops/max_err are null when not
+measured (note then says why).
+
+  python3 tools/bench/compare.py --quick --out bench-out
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+FLASHCORE_IMPLS = {"flashcore-sm90": "sm90", "flashcore-sm80": "sm80", "flashcore-naive": "naive"}
+SDPA_IMPLS = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
+ALL_IMPLS = (*FLASHCORE_IMPLS, *SDPA_IMPLS, "flex")
+LADDER = ("flashcore-naive", "flashcore-sm80", "flashcore-sm90")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+NAIVE_FLOP_LIMIT = 2e12     # the naive GPU path (fp32, materialized scores) is skipped above this
+ROTATION_BYTES = 256 << 20  # rotate inputs over at least this many bytes (several times L2)
+MAX_ROTATION_SETS = 8
+REFERENCE_ROWS = 256        # query rows of the first sequence that the error is measured on
+SLOW_CALL_BUDGET_S = 6.0    # an implementation whose timed calls would take longer gets fewer (noted)
+
+
+# ------------------------------------------------------------------------------------------------
+# Configurations: the standard suite of design.md (same rows and families as flashcore-bench)
+# ------------------------------------------------------------------------------------------------
+
+@dataclass
+class Config:
+    family: str
+    B: int = 4
+    Sq: int = 1024
+    Sk: int = 1024
+    Hq: int = 32
+    Hkv: int = 32
+    Dqk: int = 128
+    Dv: int = 128
+    dtype: str = "fp16"
+    causal: bool = False
+    varlen: List[int] = field(default_factory=list)  # query = key lengths of a varlen batch
+
+    @property
+    def window(self) -> Tuple[int, int]:
+        return (-1, 0) if self.causal else (-1, -1)
+
+    def label(self) -> str:
+        lens = f" varlen[{len(self.varlen)}]" if self.varlen else ""
+        return (f"{self.family} B={self.B} S={self.Sq} Hq={self.Hq} Hkv={self.Hkv} D={self.Dqk}/{self.Dv}"
+                f"{' causal' if self.causal else ''}{lens}")
+
+    def flops(self) -> float:
+        lengths = [(s, s) for s in self.varlen] if self.varlen else [(self.Sq, self.Sk)] * self.B
+        total = 0.0
+        for sq, sk in lengths:
+            pairs = sq * sk
+            if self.causal:
+                pairs = pairs / 2 if sq == sk else sum(min(sk, max(0, i + sk - sq + 1)) for i in range(sq))
+            total += 2.0 * self.Hq * pairs * (self.Dqk + self.Dv)
+        return total
+
+
+def standard_suite() -> List[Config]:
+    suite = []
+    for dtype in ("fp16", "bf16"):
+        for causal in (False, True):
+            for s in (1024, 2048, 4096, 8192, 16384):
+                suite.append(Config(f"d128-{dtype}{'-causal' if causal else ''}", Sq=s, Sk=s, dtype=dtype,
+                                    causal=causal))
+    for d in (64, 256):
+        for causal in (False, True):
+            for s in (1024, 2048, 4096, 8192, 16384):
+                suite.append(Config(f"d{d}-fp16{'-causal' if causal else ''}", B=16384 // s, Sq=s, Sk=s,
+                                    Hq=2048 // d, Hkv=2048 // d, Dqk=d, Dv=d, causal=causal))
+    for s in (8192, 16384):
+        suite.append(Config("d512-fp16", B=1, Sq=s, Sk=s, Hq=48, Hkv=48, Dqk=512, Dv=512))
+    for s in (2048, 8192):
+        suite.append(Config("d192x128-bf16-causal", B=16384 // s, Sq=s, Sk=s, Hq=16, Hkv=16, Dqk=192, Dv=128,
+                            dtype="bf16", causal=True))
+    for causal in (False, True):
+        for s in (2048, 8192):
+            suite.append(Config(f"gqa32x8-bf16{'-causal' if causal else ''}", B=16384 // s, Sq=s, Sk=s, Hq=32,
+                                Hkv=8, dtype="bf16", causal=causal))
+    lens = [4096, 512, 2048, 1000, 3000, 777, 4049, 1000]
+    suite.append(Config("varlen-bf16-causal", B=len(lens), Sq=max(lens), Sk=max(lens), dtype="bf16", causal=True,
+                        varlen=lens))
+    return suite
+
+
+def quick_suite() -> List[Config]:
+    suite = []
+    for causal in (False, True):
+        for s in (1024, 4096):
+            suite.append(Config(f"d128-fp16{'-causal' if causal else ''}", Sq=s, Sk=s, causal=causal))
+    suite.append(Config("gqa32x8-bf16-causal", B=2, Sq=2048, Sk=2048, Hq=32, Hkv=8, dtype="bf16", causal=True))
+    lens = [1024, 100, 2048, 777]
+    suite.append(Config("varlen-bf16-causal", B=len(lens), Sq=max(lens), Sk=max(lens), dtype="bf16", causal=True,
+                        varlen=lens))
+    return suite
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs and the reference
+# ------------------------------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    """One rotation set in flash-attn layout: q [B, S, Hq, Dqk] (varlen: [total, Hq, Dqk])."""
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+
+
+def input_shapes(cfg: Config):
+    if cfg.varlen:
+        total = sum(cfg.varlen)
+        return ((total, cfg.Hq, cfg.Dqk), (total, cfg.Hkv, cfg.Dqk), (total, cfg.Hkv, cfg.Dv))
+    return ((cfg.B, cfg.Sq, cfg.Hq, cfg.Dqk), (cfg.B, cfg.Sk, cfg.Hkv, cfg.Dqk), (cfg.B, cfg.Sk, cfg.Hkv, cfg.Dv))
+
+
+def make_inputs(cfg: Config, generator: torch.Generator) -> Inputs:
+    return Inputs(*(torch.randn(s, device="cuda", dtype=DTYPES[cfg.dtype], generator=generator)
+                    for s in input_shapes(cfg)))
+
+
+def rotation_sets(cfg: Config) -> int:
+    bytes_per_set = sum(math.prod(s) for s in input_shapes(cfg)) * 2
+    return max(2, min(MAX_ROTATION_SETS, math.ceil(ROTATION_BYTES / bytes_per_set)))
+
+
+def first_sequence(cfg: Config, x: torch.Tensor) -> torch.Tensor:
+    """[S, H, D] of the first sequence (varlen: packed rows [0, len0))."""
+    return x[: cfg.varlen[0]] if cfg.varlen else x[0]
+
+
+def reference_rows(cfg: Config) -> torch.Tensor:
+    sq = cfg.varlen[0] if cfg.varlen else cfg.Sq
+    head = torch.arange(min(sq, REFERENCE_ROWS // 4))
+    tail = torch.arange(max(0, sq - (REFERENCE_ROWS - len(head))), sq)
+    return torch.unique(torch.cat([head, tail])).cuda()
+
+
+def reference_output(cfg: Config, inputs: Inputs, rows: torch.Tensor) -> torch.Tensor:
+    """Attention of the given query rows of the first sequence: [rows, Hq, Dv], fp64 when small."""
+    q, k, v = (first_sequence(cfg, x) for x in (inputs.q, inputs.k, inputs.v))
+    sq, sk = q.shape[0], k.shape[0]
+    small = len(rows) * sk * cfg.Hq <= 64 << 20
+    acc = torch.float64 if small else torch.float32
+    group = cfg.Hq // cfg.Hkv
+    qr = q[rows].to(acc).transpose(0, 1)                                   # [Hq, r, D]
+    kt = k.to(acc).repeat_interleave(group, dim=1).transpose(0, 1)         # [Hq, Sk, D]
+    vt = v.to(acc).repeat_interleave(group, dim=1).transpose(0, 1)
+    scores = (qr @ kt.transpose(1, 2)) / math.sqrt(cfg.Dqk)
+    if cfg.causal:  # bottom-right == top-left here (Sq == Sk per sequence)
+        visible = torch.arange(sk, device="cuda")[None, :] <= (rows[:, None] + sk - sq)
+        scores = scores.masked_fill(~visible[None], float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ vt                               # [Hq, r, Dv]
+    return out.transpose(0, 1).contiguous()
+
+
+def max_error(cfg: Config, out: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> float:
+    got = first_sequence(cfg, out)[rows].to(ref.dtype)
+    if not torch.isfinite(got).all():
+        return float("nan")
+    return float((got - ref).abs().max())
+
+
+# ------------------------------------------------------------------------------------------------
+# Implementations: each returns a callable run(inputs) -> out [flash layout], or raises NotAvailable
+# ------------------------------------------------------------------------------------------------
+
+class NotAvailable(Exception):
+    """The implementation cannot run this row; the message is the reason shown in the report."""
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = " ".join(str(text).strip().split("\n")[0].split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def varlen_offsets(cfg: Config) -> torch.Tensor:
+    offsets = [0]
+    for s in cfg.varlen:
+        offsets.append(offsets[-1] + s)
+    return torch.tensor(offsets, dtype=torch.int32, device="cuda")
+
+
+def flashcore_runner(cfg: Config, path: str, sample: Inputs) -> Callable[[Inputs], torch.Tensor]:
+    import flashcore
+    if path == "naive" and cfg.flops() > NAIVE_FLOP_LIMIT:
+        raise NotAvailable(f"naive path not timed above {NAIVE_FLOP_LIMIT:.0e} FLOPs (fp32 reference kernel, too slow)")
+    if cfg.varlen:
+        cu = varlen_offsets(cfg)
+        support = flashcore.path_support(sample.q, sample.k, sample.v, causal=cfg.causal, cu_seqlens_q=cu,
+                                         cu_seqlens_k=cu, max_seqlen_q=cfg.Sq, max_seqlen_k=cfg.Sk)
+    else:
+        support = flashcore.path_support(sample.q, sample.k, sample.v, causal=cfg.causal)
+    if support.get(path):
+        raise NotAvailable(_first_line(support[path]))
+    if cfg.varlen:
+        return lambda x: flashcore.flash_attn_varlen_func(x.q, x.k, x.v, cu, cu, cfg.Sq, cfg.Sk, causal=cfg.causal,
+                                                          _path=path)
+    return lambda x: flashcore.flash_attn_func(x.q, x.k, x.v, causal=cfg.causal, _path=path)
+
+
+def sdpa_runner(cfg: Config, impl: str, sample: Inputs) -> Callable[[Inputs], torch.Tensor]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+    if cfg.varlen:
+        raise NotAvailable("SDPA has no varlen (cu_seqlens) interface")
+    backend = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
+    gqa = cfg.Hq != cfg.Hkv
+
+    def run(x: Inputs) -> torch.Tensor:
+        # SDPA's [B, H, S, D] as views of the same flash-layout memory (how models call it): no copy.
+        with sdpa_kernel(backend):
+            out = scaled_dot_product_attention(x.q.transpose(1, 2), x.k.transpose(1, 2), x.v.transpose(1, 2),
+                                               is_causal=cfg.causal, enable_gqa=gqa)
+        return out.transpose(1, 2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            run(sample)
+            torch.cuda.synchronize()
+        except RuntimeError as err:
+            reasons = [_first_line(w.message) for w in caught if "reason" in str(w.message).lower() or
+                       "not supported" in str(w.message).lower() or "requires" in str(w.message).lower()]
+            raise NotAvailable(reasons[0] if reasons else _first_line(err)) from None
+    return run
+
+
+_FLEX_COMPILED = None
+
+
+def flex_runner(cfg: Config, sample: Inputs) -> Callable[[Inputs], torch.Tensor]:
+    global _FLEX_COMPILED
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if _FLEX_COMPILED is None:
+        _FLEX_COMPILED = torch.compile(flex_attention, dynamic=False)
+    gqa = cfg.Hq != cfg.Hkv
+    if cfg.varlen:  # packed sequences as one batch entry with a document mask
+        doc = torch.repeat_interleave(torch.arange(len(cfg.varlen), device="cuda"),
+                                      torch.tensor(cfg.varlen, device="cuda"))
+        total = doc.numel()
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            same = doc[q_idx] == doc[kv_idx]
+            return same & (q_idx >= kv_idx) if cfg.causal else same
+        block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=total, KV_LEN=total, device="cuda")
+
+        def run(x: Inputs) -> torch.Tensor:
+            out = _FLEX_COMPILED(x.q.unsqueeze(0).transpose(1, 2), x.k.unsqueeze(0).transpose(1, 2),
+                                 x.v.unsqueeze(0).transpose(1, 2), block_mask=block_mask, enable_gqa=gqa)
+            return out.transpose(1, 2)[0]
+    else:
+        block_mask = None
+        if cfg.causal:
+            def causal_mod(b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            block_mask = create_block_mask(causal_mod, B=None, H=None, Q_LEN=cfg.Sq, KV_LEN=cfg.Sk, device="cuda")
+
+        def run(x: Inputs) -> torch.Tensor:
+            out = _FLEX_COMPILED(x.q.transpose(1, 2), x.k.transpose(1, 2), x.v.transpose(1, 2),
+                                 block_mask=block_mask, enable_gqa=gqa)
+            return out.transpose(1, 2)
+    try:
+        run(sample)
+        torch.cuda.synchronize()
+    except Exception as err:  # compile failures surface as many exception types
+        raise NotAvailable("flex: " + _first_line(f"{type(err).__name__}: {err}")) from None
+    return run
+
+
+def make_runner(impl: str, cfg: Config, sample: Inputs):
+    if impl in FLASHCORE_IMPLS:
+        return flashcore_runner(cfg, FLASHCORE_IMPLS[impl], sample)
+    if impl in SDPA_IMPLS:
+        return sdpa_runner(cfg, impl, sample)
+    if impl == "flex":
+        return flex_runner(cfg, sample)
+    raise ValueError(f"unknown implementation {impl}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing
+# ------------------------------------------------------------------------------------------------
+
+def time_calls(run, sets: List[Inputs], iters: int, warmup: int) -> Tuple[float, int]:
+    """Median milliseconds of `iters` calls (fewer when one call is slow), CUDA events per call."""
+    for i in range(warmup):
+        run(sets[i % len(sets)])
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run(sets[0])
+    end.record()
+    end.synchronize()
+    one_call_s = start.elapsed_time(end) / 1e3
+    if one_call_s * iters > SLOW_CALL_BUDGET_S:
+        iters = max(5, int(SLOW_CALL_BUDGET_S / max(one_call_s, 1e-9)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for i, (s, e) in enumerate(events):
+        s.record()
+        run(sets[i % len(sets)])
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events), iters
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+# ------------------------------------------------------------------------------------------------
+
+def row_for(cfg: Config, impl: str, ms=None, err=None, note="") -> dict:
+    return dict(impl=impl, **{"pass": "fwd"}, dtype=cfg.dtype, B=cfg.B, Hq=cfg.Hq, Hkv=cfg.Hkv, Sq=cfg.Sq, Sk=cfg.Sk,
+                Dqk=cfg.Dqk, Dv=cfg.Dv, causal=cfg.causal, window=list(cfg.window), ms=ms,
+                tflops=None if ms is None else cfg.flops() / (ms * 1e-3) / 1e12,
+                max_err=None if err is None or math.isnan(err) else err, note=note, family=cfg.family,
+                varlen=cfg.varlen or None)
+
+
+def config_key(row: dict) -> tuple:
+    return (row["family"], row["dtype"], row["B"], row["Hq"], row["Hkv"], row["Sq"], row["Sk"], row["Dqk"],
+            row["Dv"], row["causal"], tuple(row["varlen"] or ()))
+
+
+def _label(row: dict) -> str:
+    lens = f" varlen{row['varlen']}" if row["varlen"] else ""
+    return (f"{row['family']} B={row['B']} S={row['Sq']} H={row['Hq']}/{row['Hkv']} D={row['Dqk']}/{row['Dv']}"
+            f"{lens}")
+
+
+def _best(rows: List[dict], impls) -> Optional[dict]:
+    timed = [r for r in rows if r["impl"] in impls and r["tflops"] is not None]
+    return max(timed, key=lambda r: r["tflops"]) if timed else None
+
+
+def write_markdown(report: dict, path: str, impls: List[str]) -> None:
+    groups: Dict[tuple, List[dict]] = {}
+    for row in report["rows"]:
+        groups.setdefault(config_key(row), []).append(row)
+    notes: List[str] = []
+
+    def note_ref(reason: str) -> str:
+        if reason not in notes:
+            notes.append(reason)
+        return f"n/a [{notes.index(reason) + 1}]"
+
+    flashcore_impls = [i for i in impls if i in FLASHCORE_IMPLS]
+    peer_impls = [i for i in impls if i not in FLASHCORE_IMPLS]
+    lines = [f"# flashcore vs peers — forward", "",
+             f"- device: {report['device']}", f"- date: {report['date']}", f"- commit: {report['commit']}",
+             f"- torch: {report['torch']}", f"- command: `{report['command']}`",
+             "- protocol: FLOPs 2·B·Hq·Sq·Sk·(Dqk+Dv), halved for causal (Sq == Sk); CUDA events, warm-up, "
+             "median of >= 30 calls (fewer only where noted), inputs rotated beyond L2; max error vs an "
+             "fp64/fp32 reference on a slice of query rows.", "",
+             "## TFLOPS", "",
+             "| config | " + " | ".join(impls) + " | best flashcore / best peer |",
+             "|---|" + "---:|" * (len(impls) + 1)]
+    for key, rows in groups.items():
+        by_impl = {r["impl"]: r for r in rows}
+        cells = []
+        for impl in impls:
+            r = by_impl.get(impl)
+            if r is None:
+                cells.append("")
+            elif r["tflops"] is None:
+                cells.append(note_ref(f"{impl}: {r['note']}"))
+            else:
+                cells.append(f"{r['tflops']:.1f}" + (" *" if r["note"] else ""))
+        best_fc, best_peer = _best(rows, flashcore_impls), _best(rows, peer_impls)
+        ratio = (f"{best_fc['tflops'] / best_peer['tflops']:.2f} ({best_fc['impl']} / {best_peer['impl']})"
+                 if best_fc and best_peer else "n/a")
+        lines.append(f"| {_label(rows[0])} | " + " | ".join(cells) + f" | {ratio} |")
+    lines += ["", "`*`: timed with a note (see report.json).", "", "## Max error vs reference", "",
+              "| config | " + " | ".join(impls) + " |", "|---|" + "---:|" * len(impls)]
+    for key, rows in groups.items():
+        by_impl = {r["impl"]: r for r in rows}
+        cells = []
+        for impl in impls:
+            r = by_impl.get(impl)
+            cells.append("" if r is None else ("n/a" if r["max_err"] is None else f"{r['max_err']:.2e}"))
+        lines.append(f"| {_label(rows[0])} | " + " | ".join(cells) + " |")
+
+    lines += ["", "## Kernel ladder (TFLOPS; speedup vs naive GPU / vs previous step)", "",
+              "| config | naive GPU | sm80 | sm90 | best peer |", "|---|---:|---:|---:|---:|"]
+    for key, rows in groups.items():
+        by_impl = {r["impl"]: r for r in rows}
+        steps = [by_impl.get(i) for i in LADDER] + [_best(rows, peer_impls)]
+        baseline = steps[0]["tflops"] if steps[0] and steps[0]["tflops"] else None
+        previous = None
+        cells = []
+        for step in steps:
+            if step is None or step["tflops"] is None:
+                cells.append("n/a")
+                continue
+            t = step["tflops"]
+            parts = [f"{t:.1f}"]
+            extra = []
+            if baseline and step is not steps[0]:
+                extra.append(f"{t / baseline:.1f}x base")
+            if previous and step is not steps[0]:
+                extra.append(f"{t / previous:.2f}x prev")
+            if step is steps[-1] and step["impl"] not in LADDER:
+                parts.append(f"({step['impl']})")
+            if extra:
+                parts.append("[" + ", ".join(extra) + "]")
+            cells.append(" ".join(parts))
+            previous = t
+        lines.append(f"| {_label(rows[0])} | " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "## n/a reasons", ""] + [f"{n + 1}. {reason}" for n, reason in enumerate(notes)]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def write_plots(report: dict, out_dir: str, impls: List[str]) -> List[str]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("compare: matplotlib not installed, no plots", file=sys.stderr)
+        return []
+    families: Dict[str, List[dict]] = {}
+    for row in report["rows"]:
+        families.setdefault(row["family"], []).append(row)
+    cols = min(3, len(families))
+    nrows = math.ceil(len(families) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4 * nrows), squeeze=False)
+    for ax, (family, rows) in zip(axes.flat, families.items()):
+        for impl in impls:
+            pts = sorted((r["Sq"], r["tflops"]) for r in rows if r["impl"] == impl and r["tflops"] is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+        ax.set_xscale("log", base=2)
+        ax.set_title(family)
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("TFLOPS")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(families):]:
+        ax.set_visible(False)
+    fig.suptitle(f"flashcore vs peers, forward — {report['device']}, {report['date']}")
+    fig.tight_layout()
+    path = os.path.join(out_dir, "tflops.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def git_commit() -> str:
+    if os.environ.get("FLASHCORE_COMMIT"):
+        return os.environ["FLASHCORE_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------------
+# Main
+# ------------------------------------------------------------------------------------------------
+
+def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int) -> List[dict]:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    sets = [make_inputs(cfg, generator) for _ in range(rotation_sets(cfg))]
+    rows_idx = reference_rows(cfg)
+    ref = reference_output(cfg, sets[0], rows_idx)
+    results = []
+    for impl in impls:
+        try:
+            run = make_runner(impl, cfg, sets[0])
+            err = max_error(cfg, run(sets[0]), ref, rows_idx)
+            ms, done = time_calls(run, sets, iters, warmup)
+            note = "" if done >= iters else f"median of {done} calls (one call is slow)"
+            if math.isnan(err):
+                note = (note + "; " if note else "") + "output has non-finite values"
+            results.append(row_for(cfg, impl, ms, err, note))
+        except NotAvailable as why:
+            results.append(row_for(cfg, impl, note=str(why)))
+        except Exception as err:  # a failure of one implementation must not lose the others' rows
+            results.append(row_for(cfg, impl, note="failed: " + _first_line(f"{type(err).__name__}: {err}")))
+        torch.cuda.synchronize()
+        r = results[-1]
+        shown = f"{r['tflops']:8.1f} TFLOPS  err {r['max_err']:.2e}" if r["tflops"] is not None and r["max_err"] is not None \
+            else (f"{r['tflops']:8.1f} TFLOPS" if r["tflops"] is not None else f"n/a: {r['note']}")
+        print(f"  {impl:16s} {shown}", flush=True)
+    del sets
+    torch.cuda.empty_cache()
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small subset instead of the standard suite")
+    parser.add_argument("--impls", default=",".join(ALL_IMPLS), help=f"comma separated, from {','.join(ALL_IMPLS)}")
+    parser.add_argument("--out", default="compare-out", help="output directory")
+    parser.add_argument("--iters", type=int, default=30, help="timed calls per measurement (>= 30)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--family", action="append", help="only configurations of these families")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    unknown = [i for i in impls if i not in ALL_IMPLS]
+    if unknown:
+        parser.error(f"--impls: unknown {unknown}; choose from {list(ALL_IMPLS)}")
+    if not torch.cuda.is_available():
+        print("compare: no CUDA device; nothing to measure", file=sys.stderr)
+        return 2
+    if args.iters < 30:
+        print(f"compare: --iters {args.iters} is below the protocol's 30", file=sys.stderr)
+    configs = quick_suite() if args.quick else standard_suite()
+    if args.family:
+        configs = [c for c in configs if c.family in args.family]
+    os.makedirs(args.out, exist_ok=True)
+    import flashcore
+    report = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                  timespec="seconds"), commit=git_commit(), command=" ".join([os.path.basename(sys.argv[0])] +
+                  (sys.argv[1:] if argv is None else list(argv))), torch=torch.__version__,
+                  flashcore=flashcore.build_info(), rows=[])
+    print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']})", flush=True)
+    for n, cfg in enumerate(configs):
+        print(f"[{n + 1}/{len(configs)}] {cfg.label()}  {cfg.flops() / 1e9:.1f} GFLOP", flush=True)
+        report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n)
+        with open(os.path.join(args.out, "report.json"), "w") as f:  # partial results survive a timeout
+            json.dump(report, f, indent=1)
+    write_markdown(report, os.path.join(args.out, "report.md"), impls)
+    plots = write_plots(report, args.out, impls)
+    print(f"compare: wrote {args.out}/report.json, report.md" + (", " + ", ".join(map(os.path.basename, plots)) if plots else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
