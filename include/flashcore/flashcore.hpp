@@ -12,6 +12,13 @@
 
 #include <cuda_runtime_api.h>
 
+// Members of AttentionParams that kernels may call are host-device under nvcc.
+#if defined(__CUDACC__)
+#define FLASHCORE_HOST_DEVICE __host__ __device__
+#else
+#define FLASHCORE_HOST_DEVICE
+#endif
+
 namespace flashcore {
 
 // ---------------------------------------------------------------------------------------------
@@ -116,7 +123,7 @@ struct AttentionParams {
   KernelPath path = KernelPath::kAuto;
   int num_splits = 0;  // reserved (split-KV); 0 = heuristic
 
-  bool is_varlen() const { return cu_seqlens_q != nullptr; }
+  FLASHCORE_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr; }
   // Effective scale (resolves the 0 = default convention).
   float effective_scale() const;
 };
