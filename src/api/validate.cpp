@@ -3,7 +3,7 @@
 // One small function per rule family, called in a fixed order; each returns the first rule it finds
 // broken as Status::InvalidArgument("<argument>: <rule> (got ...)"). validate() writes no user memory.
 // Its only effects: cu_seqlens_q/k and seqused_k are read (host memory directly; device memory through
-// a copy on `stream` followed by cudaStreamSynchronize, skipped while `stream` captures a graph).
+// copies on `stream` and one cudaStreamSynchronize, skipped while `stream` captures a graph).
 //
 // Order: enums -> sizes -> score function -> visibility -> ALiBi -> varlen shape, all of which hold for
 // every call; then, only when the call has query rows (an empty call reads and writes nothing), the
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -397,9 +398,12 @@ bool runs_on_host(Memory q_memory) { return q_memory == Memory::kHostPageable ||
 // The small arrays are read by whichever side runs the call: the host (q in host memory) or the GPU.
 // (q, k, v, o, lse must share q's side; dispatch checks that before it picks a path.)
 Status check_small_array_placement(const AttentionParams& p) {
-  const bool host = runs_on_host(memory_of(p.q));
   const void* arrays[] = {p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.alibi_slopes};
   const char* names[] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k", "alibi_slopes"};
+  if (std::all_of(std::begin(arrays), std::end(arrays), [](const void* a) { return a == nullptr; })) {
+    return Status::Ok();
+  }
+  const bool host = runs_on_host(memory_of(p.q));
   for (int a = 0; a < 4; ++a) {
     if (arrays[a] == nullptr) continue;
     const Memory m = memory_of(arrays[a]);
@@ -414,26 +418,40 @@ Status check_small_array_placement(const AttentionParams& p) {
   return Status::Ok();
 }
 
-// Copies `count` int32 values the kernels will read. Host memory is read directly; device or managed
-// memory is copied on `stream` (ordered after the work that produced it) and waited for. While
+// One int32 array the kernels will read (cu_seqlens, seqused_k), and its host copy.
+struct SmallArray {
+  const int32_t* src;
+  int64_t count;
+  std::vector<int32_t>* host;
+};
+
+bool host_readable(Memory m) { return m == Memory::kHostPageable || m == Memory::kHostPinned; }
+
+// Copies the arrays to the host. Host memory is read directly; device or managed memory is copied on
+// `stream` (ordered after the work that produced it), then the stream is waited for once. While
 // `stream` captures a graph no copy may run: *available is then false and the contents go unchecked.
-Status read_small_array(const int32_t* src, int64_t count, cudaStream_t stream, std::vector<int32_t>* dst,
-                        bool* available) {
-  dst->assign(size_t(count), 0);
+Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool* available) {
   *available = true;
-  const Memory m = memory_of(src);
-  if (m == Memory::kHostPageable || m == Memory::kHostPinned) {
-    std::memcpy(dst->data(), src, size_t(count) * sizeof(int32_t));
-    return Status::Ok();
+  bool any_on_device = false;
+  for (const SmallArray& a : arrays) any_on_device = any_on_device || !host_readable(memory_of(a.src));
+  if (any_on_device) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    FC_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) {
+      *available = false;
+      return Status::Ok();
+    }
   }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  FC_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) {
-    *available = false;
-    return Status::Ok();
+  for (const SmallArray& a : arrays) {
+    a.host->assign(size_t(a.count), 0);
+    const size_t bytes = size_t(a.count) * sizeof(int32_t);
+    if (host_readable(memory_of(a.src))) {
+      std::memcpy(a.host->data(), a.src, bytes);
+    } else {
+      FC_CUDA_RETURN(cudaMemcpyAsync(a.host->data(), a.src, bytes, cudaMemcpyDefault, stream));
+    }
   }
-  FC_CUDA_RETURN(cudaMemcpyAsync(dst->data(), src, size_t(count) * sizeof(int32_t), cudaMemcpyDefault, stream));
-  FC_CUDA_RETURN(cudaStreamSynchronize(stream));
+  if (any_on_device) FC_CUDA_RETURN(cudaStreamSynchronize(stream));
   return Status::Ok();
 }
 
@@ -473,17 +491,21 @@ Status check_seqused_k(const std::vector<int32_t>& used, const std::vector<int32
 Status check_varlen_contents(const AttentionParams& p, cudaStream_t stream) {
   const int64_t entries = int64_t(p.batch) + 1;
   std::vector<int32_t> cu_q, cu_k, used;
-  bool available = true;
+  std::vector<SmallArray> arrays;
   if (p.is_varlen()) {
-    FC_RETURN_IF_ERROR(read_small_array(p.cu_seqlens_q, entries, stream, &cu_q, &available));
-    if (!available) return Status::Ok();  // capturing: rely on max_seqlen bounds (docs/validation.md)
-    FC_RETURN_IF_ERROR(read_small_array(p.cu_seqlens_k, entries, stream, &cu_k, &available));
+    arrays.push_back({p.cu_seqlens_q, entries, &cu_q});
+    arrays.push_back({p.cu_seqlens_k, entries, &cu_k});
+  }
+  if (p.seqused_k != nullptr) arrays.push_back({p.seqused_k, p.batch, &used});
+  if (arrays.empty()) return Status::Ok();
+  bool available = true;
+  FC_RETURN_IF_ERROR(read_small_arrays(arrays, stream, &available));
+  if (!available) return Status::Ok();  // capturing: the caller guarantees the contents
+  if (p.is_varlen()) {
     FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_q", cu_q, "seqlen_q", p.seqlen_q, "total_q", p.total_q));
     FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_k", cu_k, "seqlen_k", p.seqlen_k, "total_k", p.total_k));
   }
   if (p.seqused_k != nullptr) {
-    FC_RETURN_IF_ERROR(read_small_array(p.seqused_k, p.batch, stream, &used, &available));
-    if (!available) return Status::Ok();
     FC_RETURN_IF_ERROR(check_seqused_k(used, p.is_varlen() ? &cu_k : nullptr, p.seqlen_k));
   }
   return Status::Ok();
