@@ -29,6 +29,10 @@ t0=$(date +%s)
   > "$OUT/device.txt" 2>&1
 DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 
+# ---- ceilings: copy bandwidth and matmul rate, measured in this run ------------------------------
+python3 tools/bench/ceilings.py --out "$OUT/ceilings.json" > "$OUT/ceilings.log" 2>&1 &&
+  add ceilings "$(grep -E 'copy|bfloat16' "$OUT/ceilings.log" | sed 's/ceiling //' | tr '\n' ' ')"
+
 # ---- build -------------------------------------------------------------------------------------
 gtest_args=()
 if [ -d .deps/googletest ]; then gtest_args+=(-DFLASHCORE_GTEST_SOURCE_DIR=$PWD/.deps/googletest); fi
