@@ -491,6 +491,23 @@ def git_commit() -> str:
         return "unknown"
 
 
+def call_overhead_us(calls: int = 200) -> float:
+    """Host time of one flashcore call on a tiny problem (Python wrapper + custom op + C++ validate and
+    dispatch), CPU wall clock; the GPU hides it only when a call's kernel takes longer than this."""
+    import time
+    import flashcore
+    q = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.float16)
+    for _ in range(10):
+        flashcore.flash_attn_func(q, q, q)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        flashcore.flash_attn_func(q, q, q)
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
 # ------------------------------------------------------------------------------------------------
 # Main
 # ------------------------------------------------------------------------------------------------
@@ -552,7 +569,9 @@ def main(argv=None) -> int:
                   timespec="seconds"), commit=git_commit(), command=" ".join([os.path.basename(sys.argv[0])] +
                   (sys.argv[1:] if argv is None else list(argv))), torch=torch.__version__,
                   flashcore=flashcore.build_info(), rows=[])
-    print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']})", flush=True)
+    report["flashcore_call_overhead_us"] = call_overhead_us()
+    print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']}); flashcore host "
+          f"overhead {report['flashcore_call_overhead_us']:.1f} us/call", flush=True)
     for n, cfg in enumerate(configs):
         print(f"[{n + 1}/{len(configs)}] {cfg.label()}  {cfg.flops() / 1e9:.1f} GFLOP", flush=True)
         report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n)
