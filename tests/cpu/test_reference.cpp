@@ -464,6 +464,32 @@ TEST(Reference, LseIsTheNaturalLogOfTheSumOfExpScores) {
   EXPECT_NEAR(r2.lse[0], dot0 * double(1.0f / std::sqrt(float(dup.head_dim_qk))) + std::log(2.0), 1e-12);
 }
 
+// lse is [B, Hq, Sq] (dense) and [Hq, total_q] (varlen), indexed here by hand from those shapes.
+TEST(Reference, LseLayoutIsBatchHeadSeqDenseAndHeadTokenVarlen) {
+  TestCase dense = base_case();
+  dense.heads_q = dense.heads_kv = 3;
+  HostProblem pd = make_problem(dense);
+  ASSERT_TRUE(reference::cpu_reference_forward(pd.params).ok());
+  const Reference rd = run_reference(pd);
+  for (int b = 0; b < dense.batch; ++b)
+    for (int h = 0; h < dense.heads_q; ++h)
+      for (int i = 0; i < dense.seqlen_q; ++i)
+        EXPECT_EQ(pd.lse[size_t((b * dense.heads_q + h) * dense.seqlen_q + i)],
+                  float(rd.lse[size_t((b * dense.seqlen_q + i) * dense.heads_q + h)]));
+
+  TestCase varlen = base_case();
+  varlen.heads_q = varlen.heads_kv = 3;
+  varlen.varlen_q = {4, 0, 6};
+  varlen.varlen_k = {5, 2, 3};
+  HostProblem pv = make_problem(varlen);
+  ASSERT_TRUE(reference::cpu_reference_forward(pv.params).ok());
+  const Reference rv = run_reference(pv);
+  const int total_q = 10;
+  for (int h = 0; h < varlen.heads_q; ++h)
+    for (int token = 0; token < total_q; ++token)
+      EXPECT_EQ(pv.lse[size_t(h * total_q + token)], float(rv.lse[size_t(token * varlen.heads_q + h)]));
+}
+
 TEST(Reference, RoundedForwardWritesEveryOutputElementAndNoPadding) {
   TestCase tc = base_case(DType::kBFloat16);
   tc.layout = Layout::kPaddedBSHD;
