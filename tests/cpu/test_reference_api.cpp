@@ -167,7 +167,9 @@ TEST(TestUtil, NaiveSameDtypeBaselineBoundsTheRoundedReference) {
       reference::cpu_reference_forward_f64(pr.params, &ref, nullptr);
       const ErrorStats naive = compare(naive_same_dtype_reference(pr.params), ref);
       ASSERT_TRUE(naive.finite_ok()) << naive.describe();
-      if (dtype != DType::kFloat32) EXPECT_GT(naive.rel_fro, 1e-5) << dtype_name(dtype) << naive.describe();
+      if (dtype != DType::kFloat32) {
+        EXPECT_GT(naive.rel_fro, 1e-5) << dtype_name(dtype) << naive.describe();
+      }
       ASSERT_TRUE(reference::cpu_reference_forward(pr.params).ok());
       const ErrorStats rounded = compare(read_output(pr, pr.o.data()), ref);
       const Tolerance tol = tolerance_from_naive(naive, default_rel_floor(dtype));
