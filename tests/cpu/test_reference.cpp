@@ -464,6 +464,30 @@ TEST(Reference, LseIsTheNaturalLogOfTheSumOfExpScores) {
   EXPECT_NEAR(r2.lse[0], dot0 * double(1.0f / std::sqrt(float(dup.head_dim_qk))) + std::log(2.0), 1e-12);
 }
 
+// Every rule at once, so interactions (ALiBi with seqused_k, windows with varlen, GQA with strides)
+// are covered too.
+TEST(Reference, AllRulesCombinedMatchBruteForce) {
+  for (MaskAlign align : {MaskAlign::kBottomRight, MaskAlign::kTopLeft}) {
+    TestCase tc = base_case(DType::kBFloat16);
+    tc.varlen_q = {7, 0, 12, 3};
+    tc.varlen_k = {9, 4, 5, 6};
+    tc.seqused_k = {8, 4, 5, 2};
+    tc.heads_q = 8;
+    tc.heads_kv = 2;
+    tc.head_dim_qk = 20;
+    tc.head_dim_v = 12;
+    tc.causal = true;
+    tc.align = align;
+    tc.window_left = 3;
+    tc.softcap = 3.0f;
+    tc.softmax_scale = 0.2f;
+    tc.alibi = AlibiLayout::kPerBatchHead;
+    tc.layout = Layout::kPaddedBSHD;
+    tc.input_scale = 2.0f;
+    expect_matches_brute_force(tc);
+  }
+}
+
 // lse is [B, Hq, Sq] (dense) and [Hq, total_q] (varlen), indexed here by hand from those shapes.
 TEST(Reference, LseLayoutIsBatchHeadSeqDenseAndHeadTokenVarlen) {
   TestCase dense = base_case();

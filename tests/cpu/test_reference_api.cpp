@@ -59,6 +59,22 @@ TEST(ReferenceApi, ExplicitCpuReferencePathRunsEveryDtype) {
   }
 }
 
+TEST(ReferenceApi, VarlenCallThroughAttentionForwardWritesEveryRow) {
+  TestCase tc = small_case(DType::kBFloat16);
+  tc.varlen_q = {4, 0, 9};
+  tc.varlen_k = {6, 3, 0};
+  HostProblem pr = make_problem(tc);
+  const Status st = attention_forward(pr.params);
+  ASSERT_TRUE(st.ok()) << st.message;
+  EXPECT_EQ(count_unwritten_output(pr, pr.o.data()), 0);
+  EXPECT_EQ(count_unwritten_lse(pr, pr.lse.data()), 0);
+  std::vector<double> ref_out, ref_lse;
+  reference::cpu_reference_forward_f64(pr.params, &ref_out, &ref_lse);
+  const ErrorStats lse_err = compare(read_lse(pr, pr.lse.data()), ref_lse);
+  EXPECT_TRUE(lse_err.finite_ok()) << lse_err.describe();  // the last sequence's rows are -inf
+  EXPECT_LE(lse_err.max_abs, 1e-5 * std::max(1.0, lse_err.ref_max_abs)) << lse_err.describe();
+}
+
 TEST(ReferenceApi, EmptyBatchWritesNothing) {
   TestCase tc = small_case(DType::kBFloat16);
   HostProblem pr = make_problem(tc);
