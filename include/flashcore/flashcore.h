@@ -93,6 +93,8 @@ typedef struct fc_attention_params {
   const int32_t* seqused_k;
   int64_t total_q;
   int64_t total_k;
+  int32_t check_device_metadata; /* 1 (default): read device cu_seqlens/seqused_k to check them (one
+                                    stream sync); 0: trust them, no sync */
 
   /* dispatch */
   int32_t path; /* FC_PATH_* */

@@ -86,6 +86,7 @@ AttentionParams to_cpp(const fc_attention_params& c) {
   p.causal = c.causal != 0;
   p.mask_align = static_cast<MaskAlign>(c.mask_align);
   p.path = static_cast<KernelPath>(c.path);
+  p.check_device_metadata = c.check_device_metadata != 0;
   return p;
 }
 
@@ -118,6 +119,7 @@ fc_status fc_params_init(fc_attention_params* params) {
     params->window_right = defaults.window_right;
     params->path = static_cast<int32_t>(defaults.path);
     params->num_splits = defaults.num_splits;
+    params->check_device_metadata = defaults.check_device_metadata ? 1 : 0;
     return Status::Ok();
   });
 }

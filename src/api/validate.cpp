@@ -26,10 +26,10 @@ namespace flashcore {
 namespace {
 
 constexpr int kMaxHeadDim = 1024;
-// The GPU kernels move q/k/v/o in 16-byte vectors (and TMA needs 16-byte aligned strides). The CPU
-// reference would not need it, but one rule for every path keeps dispatch simple: a call that
-// validates can run on whichever path supports its shape.
-constexpr int kVectorBytes = 16;
+// Validation asks only for natural element alignment, which every path needs. The fast kernels
+// also move q/k/v/o in 16-byte vectors (and TMA needs 16-byte aligned strides): that is a capability
+// of those paths, reported by their supports() through vector_alignment_problem(), so an odd layout
+// (head dim 33, a sliced tensor) still runs on the reference paths instead of being rejected.
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 template <class... Parts>
@@ -305,27 +305,48 @@ Status check_offsets(std::vector<TensorView>& views) {
   return Status::Ok();
 }
 
-Status check_alignment(const AttentionParams& p, const std::vector<TensorView>& views) {
+Status check_alignment(const std::vector<TensorView>& views) {
   for (const TensorView& t : views) {
-    if (std::strcmp(t.name, "lse") == 0) {  // scalar float32 stores: natural alignment suffices
-      if (!aligned_to(t.base, sizeof(float))) return invalid("lse: must be 4-byte aligned (float32)");
-      continue;
-    }
-    if (!aligned_to(t.base, kVectorBytes)) {
-      return invalid(t.name, ": base pointer must be 16-byte aligned (the kernels use 16-byte vector loads) (got "
-                     "address % 16 = ", reinterpret_cast<uintptr_t>(t.base) % kVectorBytes, ")");
-    }
-    const int64_t elems_per_vector = kVectorBytes / t.elem_bytes;
-    for (const Dim& d : t.dims) {
-      // A dimension of extent 1 never contributes to an offset, so its stride is free.
-      if (d.stride_name == nullptr || d.extent <= 1) continue;
-      if (d.stride % elems_per_vector != 0) {
-        return invalid(d.stride_name, ": must be a multiple of ", elems_per_vector, " elements (16 bytes of ",
-                       dtype_name(p.dtype), ") for 16-byte vector loads (got ", d.stride, ")");
-      }
+    if (!aligned_to(t.base, size_t(t.elem_bytes))) {
+      return invalid(t.name, ": base pointer must be ", t.elem_bytes, "-byte aligned (its element size) (got address % ",
+                     t.elem_bytes, " = ", reinterpret_cast<uintptr_t>(t.base) % t.elem_bytes, ")");
     }
   }
   return Status::Ok();
+}
+
+// Empty when every base pointer and every stride of q, k, v, o allows `vector_bytes`-wide accesses.
+std::string vector_alignment_problem(const AttentionParams& p, const std::vector<TensorView>& views,
+                                     int vector_bytes) {
+  std::ostringstream os;
+  for (const TensorView& t : views) {
+    if (std::strcmp(t.name, "lse") == 0) continue;  // scalar float32 stores
+    if (!aligned_to(t.base, size_t(vector_bytes))) {
+      os << t.name << ": base pointer must be " << vector_bytes << "-byte aligned for this path's vector loads (got "
+         << "address % " << vector_bytes << " = " << reinterpret_cast<uintptr_t>(t.base) % vector_bytes << ")";
+      return os.str();
+    }
+    const int64_t elems_per_vector = vector_bytes / t.elem_bytes;
+    for (const Dim& d : t.dims) {
+      // A dimension of extent 1 never contributes to an offset, so its stride is free. The
+      // contiguous last dimension must hold whole vectors.
+      if (d.extent <= 1) continue;
+      if (d.stride_name == nullptr) {
+        if (d.extent % elems_per_vector != 0) {
+          os << d.extent_name << ": must be a multiple of " << elems_per_vector << " for this path's "
+             << vector_bytes << "-byte vector loads of " << dtype_name(p.dtype) << " (got " << d.extent << ")";
+          return os.str();
+        }
+        continue;
+      }
+      if (d.stride % elems_per_vector != 0) {
+        os << d.stride_name << ": must be a multiple of " << elems_per_vector << " elements (" << vector_bytes
+           << " bytes of " << dtype_name(p.dtype) << ") for this path's vector loads (got " << d.stride << ")";
+        return os.str();
+      }
+    }
+  }
+  return "";
 }
 
 // o and lse are written: distinct indices must reach distinct elements. Sufficient rule (the one
@@ -429,11 +450,17 @@ bool host_readable(Memory m) { return m == Memory::kHostPageable || m == Memory:
 
 // Copies the arrays to the host. Host memory is read directly; device or managed memory is copied on
 // `stream` (ordered after the work that produced it), then the stream is waited for once. While
-// `stream` captures a graph no copy may run: *available is then false and the contents go unchecked.
-Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool* available) {
+// `stream` captures a graph no copy may run, and with params.check_device_metadata off the caller
+// vouches for them: *available is then false and the device contents go unchecked.
+Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool check_device_metadata,
+                         bool* available) {
   *available = true;
   bool any_on_device = false;
   for (const SmallArray& a : arrays) any_on_device = any_on_device || !host_readable(memory_of(a.src));
+  if (any_on_device && !check_device_metadata) {  // the caller vouches for the contents: no sync
+    *available = false;
+    return Status::Ok();
+  }
   if (any_on_device) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     FC_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
@@ -499,7 +526,7 @@ Status check_varlen_contents(const AttentionParams& p, cudaStream_t stream) {
   if (p.seqused_k != nullptr) arrays.push_back({p.seqused_k, p.batch, &used});
   if (arrays.empty()) return Status::Ok();
   bool available = true;
-  FC_RETURN_IF_ERROR(read_small_arrays(arrays, stream, &available));
+  FC_RETURN_IF_ERROR(read_small_arrays(arrays, stream, p.check_device_metadata, &available));
   if (!available) return Status::Ok();  // capturing: the caller guarantees the contents
   if (p.is_varlen()) {
     FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_q", cu_q, "seqlen_q", p.seqlen_q, "total_q", p.total_q));
@@ -528,11 +555,20 @@ Status validate(const AttentionParams& p, cudaStream_t stream) {
   std::vector<TensorView> views = tensor_views(p, shape);
   FC_RETURN_IF_ERROR(check_strides_non_negative(views));
   FC_RETURN_IF_ERROR(check_offsets(views));
-  FC_RETURN_IF_ERROR(check_alignment(p, views));
+  FC_RETURN_IF_ERROR(check_alignment(views));
   FC_RETURN_IF_ERROR(check_output_overlap(views));
   FC_RETURN_IF_ERROR(check_small_array_placement(p));
   FC_RETURN_IF_ERROR(check_varlen_contents(p, stream));
   return Status::Ok();
 }
 
+namespace detail {
+
+std::string vector_alignment_problem(const AttentionParams& p, int vector_bytes) {
+  const CallShape shape = call_shape(p);
+  if (!shape.has_rows) return "";
+  return flashcore::vector_alignment_problem(p, tensor_views(p, shape), vector_bytes);
+}
+
+}  // namespace detail
 }  // namespace flashcore
