@@ -32,16 +32,90 @@ namespace {
 // once at import and kept for the life of the process (module attribute holds a reference too).
 PyObject* g_unsupported_error = nullptr;
 
-void raise_if_error(const Status& status) {
-  if (status.ok()) return;
+// Sets the Python error for a failed status and returns nullptr (CPython's "an exception is set").
+// The calls that can fail are plain CPython functions (below) rather than pybind11 lambdas, so an
+// error reaches Python without a C++ exception crossing any frame.
+PyObject* set_error(const Status& status) {
   PyObject* type = PyExc_RuntimeError;
   if (status.code == StatusCode::kInvalidArgument) type = PyExc_ValueError;
   if (status.code == StatusCode::kUnsupported) type = g_unsupported_error;
   PyErr_SetString(type, status.message.c_str());
-  throw py::error_already_set();
+  return nullptr;
 }
 
-cudaStream_t to_stream(uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+// Reads (params[, stream]) of forward/validate; false with a TypeError set when they do not parse.
+bool parse_params(PyObject* args, PyObject* kwargs, const AttentionParams** params, cudaStream_t* stream,
+                  bool with_stream) {
+  static const char* kwlist_stream[] = {"params", "stream", nullptr};
+  static const char* kwlist[] = {"params", nullptr};
+  PyObject* params_obj = nullptr;
+  unsigned long long stream_handle = 0;
+  const bool parsed =
+      with_stream ? PyArg_ParseTupleAndKeywords(args, kwargs, "O|K", const_cast<char**>(kwlist_stream), &params_obj,
+                                                &stream_handle)
+                  : PyArg_ParseTupleAndKeywords(args, kwargs, "O", const_cast<char**>(kwlist), &params_obj);
+  if (!parsed) return false;
+  const py::handle handle(params_obj);
+  if (!py::isinstance<AttentionParams>(handle)) {
+    PyErr_SetString(PyExc_TypeError, "params: expected flashcore._C.AttentionParams");
+    return false;
+  }
+  *params = &handle.cast<const AttentionParams&>();
+  *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream_handle));
+  return true;
+}
+
+// forward(params, stream=0): flashcore::attention_forward. The GIL is released while it runs: the
+// CPU reference can take a while, and validation may copy cu_seqlens from the device.
+PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
+  const AttentionParams* params = nullptr;
+  cudaStream_t stream = nullptr;
+  if (!parse_params(args, kwargs, &params, &stream, true)) return nullptr;
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = flashcore::attention_forward(*params, stream);
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  Py_RETURN_NONE;
+}
+
+// validate(params, stream=0): flashcore::validate; writes nothing.
+PyObject* py_validate(PyObject*, PyObject* args, PyObject* kwargs) {
+  const AttentionParams* params = nullptr;
+  cudaStream_t stream = nullptr;
+  if (!parse_params(args, kwargs, &params, &stream, true)) return nullptr;
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = flashcore::validate(*params, stream);
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  Py_RETURN_NONE;
+}
+
+// select_path(params): the KernelPath forward() would run, or UnsupportedError.
+PyObject* py_select_path(PyObject*, PyObject* args, PyObject* kwargs) {
+  const AttentionParams* params = nullptr;
+  cudaStream_t unused = nullptr;
+  if (!parse_params(args, kwargs, &params, &unused, false)) return nullptr;
+  KernelPath chosen = KernelPath::kAuto;
+  const Status status = flashcore::select_path(*params, &chosen);
+  if (!status.ok()) return set_error(status);
+  return py::cast(chosen).release().ptr();
+}
+
+PyMethodDef g_status_methods[] = {
+    {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_forward)),
+     METH_VARARGS | METH_KEYWORDS,
+     "forward(params, stream=0)\n\nflashcore::attention_forward on the given CUDA stream handle (0 = legacy "
+     "default stream). Raises ValueError / UnsupportedError / RuntimeError with the C++ message."},
+    {"validate", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_validate)),
+     METH_VARARGS | METH_KEYWORDS,
+     "validate(params, stream=0)\n\nflashcore::validate: raises ValueError naming the argument and the rule; "
+     "writes nothing."},
+    {"select_path", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_select_path)),
+     METH_VARARGS | METH_KEYWORDS,
+     "select_path(params)\n\nThe path forward() would run (AUTO resolved); raises UnsupportedError if none."},
+    {nullptr, nullptr, 0, nullptr}};
 
 // A pointer field of AttentionParams exposed as an int property (0 = null).
 template <typename T>
@@ -114,32 +188,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_dense_strides", &flashcore::set_dense_strides, py::arg("params"),
         "Fill the strides of a dense [B, S, H, D] problem and lse [B, Hq, Sq] (varlen: [Hq, total_q]).");
 
-  // Computation and validation release the GIL: the CPU reference can take a while, and validation
-  // may copy cu_seqlens from the device.
-  m.def(
-      "forward",
-      [](const AttentionParams& p, uintptr_t stream) {
-        Status status;
-        {
-          py::gil_scoped_release release;
-          status = flashcore::attention_forward(p, to_stream(stream));
-        }
-        raise_if_error(status);
-      },
-      py::arg("params"), py::arg("stream") = 0,
-      "flashcore::attention_forward on the given CUDA stream handle (0 = legacy default stream).");
-  m.def(
-      "validate",
-      [](const AttentionParams& p, uintptr_t stream) {
-        Status status;
-        {
-          py::gil_scoped_release release;
-          status = flashcore::validate(p, to_stream(stream));
-        }
-        raise_if_error(status);
-      },
-      py::arg("params"), py::arg("stream") = 0,
-      "flashcore::validate: raises ValueError naming the argument and the rule; writes nothing.");
+  if (PyModule_AddFunctions(m.ptr(), g_status_methods) != 0) throw py::error_already_set();
   m.def(
       "supports",
       [](const AttentionParams& p) {
@@ -148,14 +197,6 @@ PYBIND11_MODULE(_C, m) {
         return out;
       },
       py::arg("params"), "[(KernelPath, supported, reason)] for every concrete path, in dispatch order.");
-  m.def(
-      "select_path",
-      [](const AttentionParams& p) {
-        KernelPath chosen = KernelPath::kAuto;
-        raise_if_error(flashcore::select_path(p, &chosen));
-        return chosen;
-      },
-      py::arg("params"), "The path forward() would run (AUTO resolved); raises UnsupportedError if none.");
   m.def("kernel_path_name", [](KernelPath path) { return std::string(flashcore::kernel_path_name(path)); });
   m.def("dtype_name", [](DType dtype) { return std::string(flashcore::dtype_name(dtype)); });
   m.def("build_info", &flashcore::build_info, "Version, architectures, head dims, dtypes and paths of this build.");
