@@ -32,9 +32,11 @@ def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_s
     window_left, window_right = window_bounds(window_size)
     if causal and causal_overrides_window:
         window_right = 0  # flash-attn: causal=True means window_size[1] = 0, whatever was passed
-    return ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, int(max_seqlen_q),
-                   int(max_seqlen_k), 0.0 if softmax_scale is None else float(softmax_scale), float(softcap),
-                   bool(causal), mask_align_code(mask_align), window_left, window_right, path_code(path))
+    op = ops.forward_impl if ops.can_call_impl_directly(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                                         alibi_slopes) else ops.fwd
+    return op(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, int(max_seqlen_q), int(max_seqlen_k),
+              0.0 if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
+              mask_align_code(mask_align), window_left, window_right, path_code(path))
 
 
 def _result(out: Tensor, lse: Tensor, return_attn_probs: bool):

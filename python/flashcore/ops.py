@@ -44,11 +44,10 @@ def _check_devices(q: Tensor, others) -> None:
             raise ValueError(f"{name}: must be on q's device ({q.device}), got {t.device}")
 
 
-@torch.library.custom_op("flashcore::fwd", mutates_args=())
-def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-        seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
-        softmax_scale: float, softcap: float, causal: bool, mask_align: int, window_left: int,
-        window_right: int, path: int) -> Tuple[Tensor, Tensor]:
+def forward_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+                 seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                 softmax_scale: float, softcap: float, causal: bool, mask_align: int, window_left: int,
+                 window_right: int, path: int) -> Tuple[Tensor, Tensor]:
     """Attention forward in flash-attn layout; returns (out, lse). softmax_scale 0 means 1/sqrt(D)."""
     _check_devices(q, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                        ("seqused_k", seqused_k), ("alibi_slopes", alibi_slopes)))
@@ -76,6 +75,28 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
     else:
         _C.forward(params, 0)  # host memory: the fp64 CPU reference, synchronous
     return out, lse
+
+
+fwd = torch.library.custom_op("flashcore::fwd", mutates_args=())(forward_impl)
+
+
+def can_call_impl_directly(*tensors: Optional[Tensor]) -> bool:
+    """True when calling forward_impl directly is exactly what the op would do: plain eager tensors
+    (no subclass such as FakeTensor or DTensor), no torch.compile tracing, no dispatch mode
+    (FlopCounterMode, ...) to observe the op, and no autograd graph to record. It skips the
+    dispatcher's Python round trips (tens of microseconds per call); anything else uses the op."""
+    if torch.compiler.is_compiling() or _dispatch_modes_active():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
+            return False
+    return True
+
+
+def _dispatch_modes_active() -> bool:
+    stack_length = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    return stack_length is None or stack_length() > 0
 
 
 @fwd.register_fake

@@ -336,5 +336,30 @@ def test_cpu_tensors_run_the_fp64_cpu_reference():
     np.testing.assert_allclose(lse.numpy(), ref_lse, atol=1e-5)
 
 
+def test_eager_fast_path_equals_the_op_and_dispatch_modes_still_see_the_op():
+    """Plain eager calls skip the dispatcher (ops.can_call_impl_directly); under a dispatch mode the
+    call goes through flashcore::fwd, and both give the same result."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RecordOps(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 6, 2, 8, generator=gen) for _ in range(3))
+    assert ops.can_call_impl_directly(q, k, v)
+    direct = flashcore.flash_attn_func(q, k, v, causal=True)
+    with RecordOps() as recorder:
+        via_op = flashcore.flash_attn_func(q, k, v, causal=True)
+    assert "flashcore.fwd.default" in recorder.names
+    torch.testing.assert_close(direct, via_op, rtol=0, atol=0)
+    assert not ops.can_call_impl_directly(q.requires_grad_(), k, v)
+
+
 def test_backward_message_names_the_gap():
     assert ops.BACKWARD_MESSAGE.startswith("flashcore: backward is not implemented yet")

@@ -38,13 +38,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-import torch
+try:
+    import torch
+except ImportError:  # the suite, FLOP counts and report writers work without torch (tested in CI)
+    torch = None
 
 FLASHCORE_IMPLS = {"flashcore-sm90": "sm90", "flashcore-sm80": "sm80", "flashcore-naive": "naive"}
 SDPA_IMPLS = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
 ALL_IMPLS = (*FLASHCORE_IMPLS, *SDPA_IMPLS, "flex")
 LADDER = ("flashcore-naive", "flashcore-sm80", "flashcore-sm90")
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 NAIVE_FLOP_LIMIT = 2e12     # the naive GPU path (fp32, materialized scores) is skipped above this
 ROTATION_BYTES = 256 << 20  # rotate inputs over at least this many bytes (several times L2)
@@ -150,8 +152,8 @@ def input_shapes(cfg: Config):
 
 
 def make_inputs(cfg: Config, generator: torch.Generator) -> Inputs:
-    return Inputs(*(torch.randn(s, device="cuda", dtype=DTYPES[cfg.dtype], generator=generator)
-                    for s in input_shapes(cfg)))
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
+    return Inputs(*(torch.randn(s, device="cuda", dtype=dtype, generator=generator) for s in input_shapes(cfg)))
 
 
 def rotation_sets(cfg: Config) -> int:
@@ -256,9 +258,10 @@ def sdpa_runner(cfg: Config, impl: str, sample: Inputs) -> Callable[[Inputs], to
             run(sample)
             torch.cuda.synchronize()
         except RuntimeError as err:
-            reasons = [_first_line(w.message) for w in caught if "reason" in str(w.message).lower() or
-                       "not supported" in str(w.message).lower() or "requires" in str(w.message).lower()]
-            raise NotAvailable(reasons[0] if reasons else _first_line(err)) from None
+            # torch warns "<backend> kernel not used because:" and then one warning per reason.
+            reasons = [_first_line(w.message, 200) for w in caught
+                       if not str(w.message).rstrip().endswith("because:")]
+            raise NotAvailable("; ".join(reasons[:2]) if reasons else _first_line(err)) from None
     return run
 
 
@@ -460,11 +463,13 @@ def write_plots(report: dict, out_dir: str, impls: List[str]) -> List[str]:
     cols = min(3, len(families))
     nrows = math.ceil(len(families) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4 * nrows), squeeze=False)
+    colors = {impl: plt.get_cmap("tab10")(n) for n, impl in enumerate(ALL_IMPLS)}  # same color in every panel
     for ax, (family, rows) in zip(axes.flat, families.items()):
         for impl in impls:
             pts = sorted((r["Sq"], r["tflops"]) for r in rows if r["impl"] == impl and r["tflops"] is not None)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl, color=colors[impl],
+                        linestyle="-" if impl in FLASHCORE_IMPLS else "--")
         ax.set_xscale("log", base=2)
         ax.set_title(family)
         ax.set_xlabel("sequence length")
@@ -491,21 +496,39 @@ def git_commit() -> str:
         return "unknown"
 
 
-def call_overhead_us(calls: int = 200) -> float:
-    """Host time of one flashcore call on a tiny problem (Python wrapper + custom op + C++ validate and
-    dispatch), CPU wall clock; the GPU hides it only when a call's kernel takes longer than this."""
+def call_overhead_us(calls: int = 200) -> Dict[str, float]:
+    """Host time per flashcore call on a tiny problem, CPU wall clock, split into layers:
+      python_api: flashcore.flash_attn_func (eager fast path; Python checks, params, torch.empty, C++)
+      custom_op:  torch.ops.flashcore.fwd through the dispatcher (what torch.compile and modes call)
+      cpp_forward: _C.forward on prebuilt params (C++ validate + dispatch + launch)
+      cpp_select_path: _C.select_path (the device/pointer queries of dispatch alone)
+    The GPU hides this only when a call's kernels take longer."""
     import time
     import flashcore
+    from flashcore import _C, ops
+    from flashcore._params import build_params
     q = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.float16)
-    for _ in range(10):
-        flashcore.flash_attn_func(q, q, q)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        flashcore.flash_attn_func(q, q, q)
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    out, lse = torch.empty_like(q), torch.empty(1, 2, 16, device="cuda", dtype=torch.float32)
+    params = build_params(ops.describe("q", q), ops.describe("k", q), ops.describe("v", q), ops.describe("out", out),
+                          ops.describe("lse", lse))
+    stream = torch.cuda.current_stream().cuda_stream
+    layers = {
+        "python_api": lambda: flashcore.flash_attn_func(q, q, q),
+        "custom_op": lambda: ops.fwd(q, q, q, None, None, None, None, 0, 0, 0.0, 0.0, False, 0, -1, -1, 0),
+        "cpp_forward": lambda: _C.forward(params, stream),
+        "cpp_select_path": lambda: _C.select_path(params),
+    }
+    result = {}
+    for name, call in layers.items():
+        for _ in range(10):
+            call()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        result[name] = (time.perf_counter() - start) / calls * 1e6
+        torch.cuda.synchronize()
+    return result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -555,8 +578,8 @@ def main(argv=None) -> int:
     unknown = [i for i in impls if i not in ALL_IMPLS]
     if unknown:
         parser.error(f"--impls: unknown {unknown}; choose from {list(ALL_IMPLS)}")
-    if not torch.cuda.is_available():
-        print("compare: no CUDA device; nothing to measure", file=sys.stderr)
+    if torch is None or not torch.cuda.is_available():
+        print("compare: needs torch and a CUDA device; nothing to measure", file=sys.stderr)
         return 2
     if args.iters < 30:
         print(f"compare: --iters {args.iters} is below the protocol's 30", file=sys.stderr)
@@ -570,8 +593,9 @@ def main(argv=None) -> int:
                   (sys.argv[1:] if argv is None else list(argv))), torch=torch.__version__,
                   flashcore=flashcore.build_info(), rows=[])
     report["flashcore_call_overhead_us"] = call_overhead_us()
-    print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']}); flashcore host "
-          f"overhead {report['flashcore_call_overhead_us']:.1f} us/call", flush=True)
+    overhead = ", ".join(f"{k} {v:.1f}" for k, v in report["flashcore_call_overhead_us"].items())
+    print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']})\n"
+          f"flashcore host time per call, us: {overhead}", flush=True)
     for n, cfg in enumerate(configs):
         print(f"[{n + 1}/{len(configs)}] {cfg.label()}  {cfg.flops() / 1e9:.1f} GFLOP", flush=True)
         report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n)
