@@ -115,7 +115,7 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_
 def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     """Placeholder for the backward kernel: raises. Being an op, it traces (torch.compile of a
     training step compiles) and fails only when a backward really runs."""
-    raise RuntimeError(BACKWARD_MESSAGE)
+    raise NotImplementedError(BACKWARD_MESSAGE)  # a RuntimeError subclass
 
 
 @bwd.register_fake
