@@ -17,17 +17,18 @@ from . import _C
 
 KERNEL_DTYPES = {"fp16": _C.DType.FLOAT16, "bf16": _C.DType.BFLOAT16, "fp32": _C.DType.FLOAT32}
 
-# Names accepted by the private `_path=` keyword (and compare.py's --impls).
+# Names accepted by the private `_path=` keyword (and compare.py's --impls), as plain ints: code that
+# torch.compile traces handles Python ints, not the extension's enum objects.
 PATHS = {
-    "auto": _C.KernelPath.AUTO,
-    "sm90": _C.KernelPath.SM90,
-    "sm80": _C.KernelPath.SM80,
-    "naive": _C.KernelPath.NAIVE_GPU,
-    "cpu": _C.KernelPath.CPU_REFERENCE,
+    "auto": int(_C.KernelPath.AUTO),
+    "sm90": int(_C.KernelPath.SM90),
+    "sm80": int(_C.KernelPath.SM80),
+    "naive": int(_C.KernelPath.NAIVE_GPU),
+    "cpu": int(_C.KernelPath.CPU_REFERENCE),
 }
-PATH_NAMES = {int(value): name for name, value in PATHS.items()}
+PATH_NAMES = {value: name for name, value in PATHS.items()}
 
-MASK_ALIGNS = {"bottom_right": _C.MaskAlign.BOTTOM_RIGHT, "top_left": _C.MaskAlign.TOP_LEFT}
+MASK_ALIGNS = {"bottom_right": int(_C.MaskAlign.BOTTOM_RIGHT), "top_left": int(_C.MaskAlign.TOP_LEFT)}
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,14 @@ class ArrayDesc:
 
 def path_code(path: str) -> int:
     try:
-        return int(PATHS[path])
+        return PATHS[path]
     except KeyError:
         raise ValueError(f"path: must be one of {sorted(PATHS)}, got {path!r}") from None
 
 
 def mask_align_code(mask_align: str) -> int:
     try:
-        return int(MASK_ALIGNS[mask_align])
+        return MASK_ALIGNS[mask_align]
     except KeyError:
         raise ValueError(f"mask_align: must be one of {sorted(MASK_ALIGNS)}, got {mask_align!r}") from None
 

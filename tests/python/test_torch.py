@@ -202,10 +202,13 @@ def test_packed_variants_equal_the_unpacked_call_on_views():
     torch.testing.assert_close(flashcore.flash_attn_kvpacked_func(q, kv, causal=True), expect, rtol=0, atol=0)
     cu = torch.tensor([0, 50, 100], dtype=torch.int32, device="cuda")
     flat = qkv.reshape(100, 3, 4, 64)
+    expect_varlen = flashcore.flash_attn_varlen_func(flat[:, 0], flat[:, 1], flat[:, 2], cu, cu, 50, 50, causal=True)
     out = flashcore.flash_attn_varlen_qkvpacked_func(flat, cu, 50, causal=True)
-    torch.testing.assert_close(out.reshape(2, 50, 4, 64), expect, rtol=0, atol=0)
+    torch.testing.assert_close(out, expect_varlen, rtol=0, atol=0)
     out = flashcore.flash_attn_varlen_kvpacked_func(flat[:, 0], flat[:, 1:], cu, cu, 50, 50, causal=True)
-    torch.testing.assert_close(out.reshape(2, 50, 4, 64), expect, rtol=0, atol=0)
+    torch.testing.assert_close(out, expect_varlen, rtol=0, atol=0)
+    # Same sequences, dense or packed: the same function (kernel paths may differ, so to rounding).
+    torch.testing.assert_close(expect_varlen.reshape(2, 50, 4, 64), expect)
 
 
 @requires_cuda
