@@ -1,0 +1,95 @@
+// The sm90 forward kernel shell: shared-memory setup, warpgroup roles, register split, and the
+// host-side launcher every instantiation unit compiles.
+//
+//   warpgroup 0      producer: one thread issues TMA loads (mainloop.cuh, Producer)
+//   warpgroups 1..   consumers: 64 query rows each, wgmma + online softmax (Consumer), epilogue
+#pragma once
+
+#include <cuda.h>
+
+#include "common/cuda_check.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/mbarrier.hpp"
+#include "sm90/kernel_traits.cuh"
+#include "sm90/launch_args.hpp"
+#include "sm90/mainloop.cuh"
+
+namespace flashcore::sm90 {
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ KernelParams params) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ uint8_t smem_raw[];
+  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
+  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
+  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+
+  const int warpgroup = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4;
+  const int lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(&smem.q_full, 1);
+    ptx::mbarrier_init(&smem.q_empty, Traits::kConsumerWarps);
+#pragma unroll
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(&smem.k_full[s], 1);
+      ptx::mbarrier_init(&smem.k_empty[s], Traits::kConsumerWarps);
+      ptx::mbarrier_init(&smem.v_full[s], 1);
+      ptx::mbarrier_init(&smem.v_empty[s], Traits::kConsumerWarps);
+    }
+    ptx::mbarrier_init_fence();
+  }
+  // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
+  // CTA-wide barrier of the kernel: after the role split the warpgroups never meet all together.
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
+    if (warp == 0 && lane == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params);
+  } else {
+    ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
+    Consumer<Traits> consumer{smem, params, warpgroup - 1, lane, warp};
+    consumer.run();
+  }
+}
+
+template <class Traits>
+Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
+  CUtensorMap tm_q, tm_k, tm_v;
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+
+  KernelParams params = args.params;
+  params.num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  const int64_t num_tiles = (int64_t)params.num_m_blocks * params.heads_q * params.batch;
+  if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
+  params.num_tiles = (int)num_tiles;
+  if (num_tiles == 0) return Status::Ok();
+  const int grid = (int)std::min<int64_t>(num_tiles, args.sm_count);
+
+  auto kernel = forward_kernel<Traits>;
+  FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, params);
+  FC_CHECK_LAUNCH("sm90 forward_kernel");
+  return Status::Ok();
+}
+
+template <int kDqk, int kDv, typename Element>
+Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
+  const Schedule schedule = args.schedule < 0 ? TileConfig<kDqk, kDv>::kSchedule : Schedule(args.schedule);
+  if (schedule == Schedule::kSerial) {
+    return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial>>(args, stream);
+  }
+  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong>>(args, stream);
+}
+
+}  // namespace flashcore::sm90
+
+// One line per instantiation unit.
+#define FLASHCORE_SM90_INSTANTIATE(DQK, DV, ELEMENT)                                                  \
+  template flashcore::Status flashcore::sm90::launch_forward<DQK, DV, ELEMENT>(                       \
+      const flashcore::sm90::LaunchArgs&, cudaStream_t);
