@@ -75,7 +75,7 @@ float round_to(float x, DType t) {
   return t == DType::kFloat16 ? fp16_to_float(float_to_fp16(x)) : bf16_to_float(float_to_bf16(x));
 }
 
-// fp64 reference and the naive same-dtype baseline, one (b, h) per task.
+// fp64 reference and the naive same-dtype baseline, one (b, h, block of rows) per task.
 struct Reference {
   std::vector<double> o, lse;  // fp64
   std::vector<float> o_naive;  // naive same-dtype result (rounded to dtype)
@@ -90,13 +90,18 @@ Reference compute_reference(const Case& c, const Tensors& t) {
   r.o_naive.assign(o_count, 0.0f);
   r.lse.assign((size_t)c.batch * c.heads_q * c.seqlen_q, 0.0);
   const attn::VisibilityMask mask = attn::make_mask(p, c.seqlen_q, c.seqlen_k);
-  auto work = [&](int bh) {
+  constexpr int kRowsPerTask = 32;
+  const int row_chunks = (c.seqlen_q + kRowsPerTask - 1) / kRowsPerTask;
+  auto work = [&](int task) {
+    const int bh = task / row_chunks;
+    const int row_begin = (task % row_chunks) * kRowsPerTask;
+    const int row_end = std::min(c.seqlen_q, row_begin + kRowsPerTask);
     const int b = bh / c.heads_q, h = bh % c.heads_q;
     const int hk = h / (c.heads_q / c.heads_kv);
     const attn::ScoreTransform tr = attn::make_score_transform(p, b, h, c.seqlen_q, c.seqlen_k);
     std::vector<double> s(c.seqlen_k);
     std::vector<float> sf(c.seqlen_k);
-    for (int i = 0; i < c.seqlen_q; ++i) {
+    for (int i = row_begin; i < row_end; ++i) {
       const float* qi = &t.q[b * p.q_batch_stride + i * p.q_seq_stride + h * p.q_head_stride];
       double m = -INFINITY;
       float mf = -INFINITY;
@@ -140,12 +145,12 @@ Reference compute_reference(const Case& c, const Tensors& t) {
       }
     }
   };
-  const int tasks = c.batch * c.heads_q;
+  const int tasks = c.batch * c.heads_q * row_chunks;
   const int workers = std::max(1, std::min<int>(tasks, (int)std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (int w = 0; w < workers; ++w) {
     pool.emplace_back([&, w] {
-      for (int bh = w; bh < tasks; bh += workers) work(bh);
+      for (int task = w; task < tasks; task += workers) work(task);
     });
   }
   for (auto& th : pool) th.join();
