@@ -322,7 +322,7 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   auto reason = [&](AttentionParams q) { return supports(q, KernelPath::kSm90).reason; };
   AttentionParams x = p;
   x.dtype = DType::kFloat32;
-  EXPECT_NE(reason(x).find("float32"), std::string::npos) << reason(x);
+  EXPECT_NE(reason(x).find("dtype fp32"), std::string::npos) << reason(x);
   x = p, x.head_dim_qk = x.head_dim_v = 96, set_dense_strides(x);
   EXPECT_NE(reason(x).find("head dims 96/96"), std::string::npos) << reason(x);
   x = p, x.alibi_slopes = static_cast<const float*>(buf);
