@@ -7,6 +7,9 @@
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <string>
+
 #include "common/cuda_check.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
@@ -69,10 +72,20 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
   params.num_tiles = (int)num_tiles;
   if (num_tiles == 0) return Status::Ok();
+  // Heads whose tiles interleave in the scheduler: as many as keep their K/V within kL2GroupBytes
+  // (query heads sharing a KV head under GQA share its bytes).
+  const double kv_bytes_per_query_head =
+      (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
+  const double group = kL2GroupBytes / std::max(kv_bytes_per_query_head, 1.0);
+  params.heads_per_group = (int)std::clamp<double>(group, 1.0, (double)params.batch * params.heads_q);
   const int grid = (int)std::min<int64_t>(num_tiles, args.sm_count);
 
   auto kernel = forward_kernel<Traits>;
-  FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
+  static bool smem_attribute_set = false;  // per instantiation; setting it twice is harmless
+  if (!smem_attribute_set) {
+    FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
+    smem_attribute_set = true;
+  }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, params);
   FC_CHECK_LAUNCH("sm90 forward_kernel");
   return Status::Ok();
@@ -80,11 +93,24 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
 
 template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
-  const Schedule schedule = args.schedule < 0 ? TileConfig<kDqk, kDv>::kSchedule : Schedule(args.schedule);
-  if (schedule == Schedule::kSerial) {
-    return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial>>(args, stream);
+  using Config = TileConfig<kDqk, kDv>;
+  const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);
+  if (args.block_n == 0 || args.block_n == Config::kBlockN) {
+    if (schedule == Schedule::kSerial) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kBlockN>>(args, stream);
+    }
+    return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(args,
+                                                                                                          stream);
   }
-  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong>>(args, stream);
+  if constexpr (Config::kAltBlockN > 0) {
+    // Tuning candidate, serial schedule only: with the overlap schedule the larger S and P
+    // fragments no longer fit the consumer registers (ptxas spills).
+    if (args.block_n == Config::kAltBlockN) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kAltBlockN>>(args, stream);
+    }
+  }
+  return Status::Unsupported("sm90: kBlockN " + std::to_string(args.block_n) + " is not built for head dim " +
+                             std::to_string(kDqk) + " (tile_config.hpp: kBlockN / kAltBlockN)");
 }
 
 }  // namespace flashcore::sm90

@@ -28,7 +28,7 @@ template <> struct ElementTraits<__nv_bfloat16> {
   }
 };
 
-template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_>
+template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_>;
   using Element = Element_;
@@ -39,8 +39,8 @@ struct KernelTraits {
   static constexpr int kDv = kDv_;
   static constexpr int kConsumerWarpgroups = Config::kConsumerWarpgroups;
   static constexpr int kBlockM = 64 * kConsumerWarpgroups;  // 64 query rows per consumer warpgroup
-  static constexpr int kBlockN = Config::kBlockN;
-  static constexpr int kStages = Config::kStages;
+  static constexpr int kBlockN = kBlockN_;  // Config::kBlockN, or Config::kAltBlockN when tuning
+  static constexpr int kStages = kBlockN == Config::kBlockN ? Config::kStages : Config::kAltStages;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;

@@ -172,6 +172,20 @@ Schedule schedule_override() {
   return Schedule(-1);
 }
 
+int block_n_override() {
+  // FLASHCORE_SM90_BLOCK_N=<n>: run the tile config's kAltBlockN instead of kBlockN (tuning).
+  const char* env = std::getenv("FLASHCORE_SM90_BLOCK_N");
+  return env != nullptr ? std::atoi(env) : 0;
+}
+
+bool always_rescale_o() {
+  // FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning).
+  const char* env = std::getenv("FLASHCORE_SM90_RESCALE");
+  if (env != nullptr && std::strcmp(env, "always") == 0) return true;
+  if (env != nullptr && std::strcmp(env, "vote") == 0) return false;
+  return kAlwaysRescaleO;
+}
+
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
   const BuiltUnit* unit = find_unit(p.head_dim_qk, p.head_dim_v, p.dtype);
   if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
@@ -183,6 +197,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.v = {p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
   a.schedule = (int)schedule_override();
+  a.block_n = block_n_override();
 
   KernelParams& k = a.params;
   k.o = p.o;
@@ -200,6 +215,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
   k.scale = p.effective_scale();
   k.scale_log2 = k.scale * attn::kLog2e;
+  k.always_rescale_o = always_rescale_o();
   k.has_softcap = p.softcap > 0.0f;
   if (k.has_softcap) {
     k.softcap_over_scale = p.softcap / k.scale;

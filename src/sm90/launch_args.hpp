@@ -29,6 +29,7 @@ struct LaunchArgs {
   KernelParams params;  // the tile-independent fields; the launcher fills num_m_blocks / num_tiles
   int sm_count = 1;
   int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
+  int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
 };
 
 // One per built (Dqk, Dv, dtype) instantiation unit.

@@ -44,6 +44,7 @@ struct Producer {
     ptx::PipelineState<Traits::kStages> k_state, v_state;
     uint32_t q_phase = 0;
     for (Scheduler sched(params); sched.valid(); sched.next()) {
+      if (!sched.has_tile()) continue;
       const Tile tile = sched.tile();
       const KvRange range = sched.kv_range(tile);
       if (range.empty()) continue;  // the consumers skip this tile's mainloop too
@@ -151,10 +152,10 @@ struct Consumer {
   }
 
   __device__ void rescale_o(float* o, const float (&factor)[2]) const {
-    if constexpr (kAlwaysRescaleO) {
+    // Skipping is exact: factor == 1 means the row max did not move. The vote keeps the branch
+    // warp-uniform.
+    if (params.always_rescale_o || __any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f)) {
       scale_rows<kAccO>(o, factor);
-    } else {
-      if (__any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f)) scale_rows<kAccO>(o, factor);
     }
   }
 
@@ -270,6 +271,7 @@ struct Consumer {
       if (warpgroup == 1) ptx::named_barrier_arrive(kPingPongBarrier + 0, 256);
     }
     for (Scheduler sched(params); sched.valid(); sched.next()) {
+      if (!sched.has_tile()) continue;
       const Tile tile = sched.tile();
       run_tile(tile, sched.kv_range(tile));
     }

@@ -20,6 +20,7 @@ struct KernelParams {
 
   int num_m_blocks = 0;  // ceil(Sq / kBlockM)
   int num_tiles = 0;     // num_m_blocks * Hq * B
+  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (scheduler.cuh)
 
   attn::VisibilityMask mask;  // one mask for every batch entry (no varlen on this path)
 
@@ -30,6 +31,7 @@ struct KernelParams {
   // Softcap in dot units: dot <- softcap_over_scale * tanh(dot * scale_over_softcap), which equals
   // ScoreTransform's softcap * tanh(scale * dot / softcap) divided by scale.
   bool has_softcap = false;
+  bool always_rescale_o = true;  // false: rescale O only when some row's max moved (tile_config.hpp)
   float softcap_over_scale = 0.0f;
   float scale_over_softcap = 0.0f;
 };

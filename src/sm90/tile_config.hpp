@@ -15,6 +15,9 @@
 
 namespace flashcore::sm90 {
 
+// kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
+// FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
+//
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
   // S_j = Q K_j^T, wait, softmax, O += P_j V_j, wait: simplest, nothing overlaps inside a warpgroup.
@@ -33,6 +36,8 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 3;
+  static constexpr int kAltBlockN = 192;
+  static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
@@ -43,6 +48,8 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 2;
+  static constexpr int kAltBlockN = 176;
+  static constexpr int kAltStages = 2;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
@@ -53,13 +60,20 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 48;
   static constexpr int kStages = 3;
+  static constexpr int kAltBlockN = 80;
+  static constexpr int kAltStages = 2;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
 };
 
+// The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
+// so the CTAs running together share K/V in L2 (H100/H200: 50/60 MB of L2).
+inline constexpr double kL2GroupBytes = 24.0 * 1024 * 1024;
+
 // Whether O is rescaled after every KV block (true) or only when some row's running max moved
 // (false, a warpgroup-uniform vote). See docs/perf-notes-sm90.md for the measurement behind it.
+// FLASHCORE_SM90_RESCALE=always|vote overrides it at run time (a tuning knob).
 inline constexpr bool kAlwaysRescaleO = true;
 
 }  // namespace flashcore::sm90

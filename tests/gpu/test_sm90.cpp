@@ -34,6 +34,8 @@ struct Case {
   float input_scale = 1.0f;
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
   const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
+  const char* block_n = "";    // FLASHCORE_SM90_BLOCK_N value ("" = the tile config's kBlockN)
+  const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
 
   std::string name() const {
     std::string s = "d" + std::to_string(head_dim) + "_" + dtype_name(dtype) + "_B" + std::to_string(batch) + "_H" +
@@ -48,6 +50,8 @@ struct Case {
     s += "_x" + std::to_string((int)input_scale);
     if (bhsd) s += "_bhsd";
     if (*schedule) s += std::string("_") + schedule;
+    if (*block_n) s += std::string("_blockN") + block_n;
+    if (*rescale) s += std::string("_rescale_") + rescale;
     return s;
   }
 };
@@ -218,8 +222,12 @@ void run_case(const Case& c) {
   p.q = dq, p.k = dk, p.v = dv, p.o = dout, p.lse = dlse;
 
   if (*c.schedule) setenv("FLASHCORE_SM90_SCHEDULE", c.schedule, 1);
+  if (*c.block_n) setenv("FLASHCORE_SM90_BLOCK_N", c.block_n, 1);
+  if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
   const Status st = attention_forward(p);
   unsetenv("FLASHCORE_SM90_SCHEDULE");
+  unsetenv("FLASHCORE_SM90_BLOCK_N");
+  unsetenv("FLASHCORE_SM90_RESCALE");
   ASSERT_TRUE(st.ok()) << st.message;
   CUDA_OK(cudaDeviceSynchronize());
 
@@ -283,11 +291,21 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 130; c.seqlen_k = 260; c.bhsd = true; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 777; c.causal = true; c.schedule = "serial"; });
       add([](Case& c) { c.seqlen_q = 333; c.seqlen_k = 555; c.input_scale = 10; c.schedule = "serial"; });
+      // The tuning candidate kAltBlockN (serial schedule) and the rescale-only-when-the-max-moved variant.
+      const char* alt = d == 64 ? "192" : d == 128 ? "176" : "80";
+      add([&](Case& c) { c.seqlen_q = c.seqlen_k = 999; c.causal = true; c.input_scale = 10; c.block_n = alt; });
+      add([&](Case& c) { c.seqlen_q = 257; c.seqlen_k = 1100; c.window_left = 300; c.window_right = 40; c.block_n = alt; });
+      add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.causal = true; c.input_scale = 10; c.rescale = "vote"; });
+      add([](Case& c) { c.seqlen_q = 600; c.seqlen_k = 900; c.rescale = "vote"; });
     }
   }
   Case big;  // a longer sequence: many KV blocks, several tiles per CTA
   big.head_dim = 128, big.seqlen_q = big.seqlen_k = 4097, big.heads_q = 4, big.heads_kv = 4, big.causal = true;
   cases.push_back(big);
+  Case long_keys;  // Sk = 16k: the scheduler groups 3 heads per L2 group, so 4 heads leave a partial group
+  long_keys.head_dim = 128, long_keys.heads_q = long_keys.heads_kv = 4, long_keys.seqlen_q = 130;
+  long_keys.seqlen_k = 16384, long_keys.dtype = DType::kFloat16;
+  cases.push_back(long_keys);
   Case empty_keys;  // Sk = 0: every row sees nothing -> o = 0, lse = -inf
   empty_keys.seqlen_q = 70, empty_keys.seqlen_k = 0;
   cases.push_back(empty_keys);

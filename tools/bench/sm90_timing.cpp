@@ -3,7 +3,8 @@
 // events, warm-up, median of >= 30 runs over rotated input buffers, FLOPs = 4 B Hq Sq Sk D
 // (halved for causal). Each row also checks one (batch, head) slice against the naive GPU path.
 //
-//   sm90_timing [--iters N] [--schedule serial|overlap] [--quick]
+//   sm90_timing [--iters N] [--schedule serial|overlap] [--quick] [--fp16] [--dim D]
+// Other tuning knobs are environment variables read by the path (tile_config.hpp).
 // Prints one line per configuration: shape, TFLOPS, ms, error vs naive GPU.
 #include <cuda_runtime_api.h>
 
@@ -151,10 +152,14 @@ int main(int argc, char** argv) {
   int iters = 30;
   const char* schedule = "";
   bool quick = false;
+  bool fp16_only = false;
+  int only_dim = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(30, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--schedule") && i + 1 < argc) schedule = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--fp16")) fp16_only = true;
+    else if (!std::strcmp(argv[i], "--dim") && i + 1 < argc) only_dim = std::atoi(argv[++i]);
   }
   std::vector<Shape> shapes;
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
@@ -169,6 +174,10 @@ int main(int argc, char** argv) {
       shapes.push_back({2, 8, 8192, 256, causal, dt});
     }
   }
-  for (const Shape& s : shapes) run_shape(s, iters, schedule);
+  for (const Shape& s : shapes) {
+    if (fp16_only && s.dtype != DType::kFloat16) continue;
+    if (only_dim != 0 && s.head_dim != only_dim) continue;
+    run_shape(s, iters, schedule);
+  }
   return 0;
 }
