@@ -22,7 +22,8 @@ namespace flashcore::sm90 {
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ KernelParams params) {
+                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                   const __grid_constant__ KernelParams params) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
   // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (warp == 0 && lane == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params);
   } else {
     ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
-    Consumer<Traits> consumer{smem, params, warpgroup - 1, lane, warp};
+    uint8_t* o_staging = reinterpret_cast<uint8_t*>(&smem) + sizeof(Storage);
+    Consumer<Traits> consumer{smem, params, &tm_o, o_staging, warpgroup - 1, lane, warp};
     consumer.run();
   }
 }
@@ -65,8 +67,11 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+  CUtensorMap tm_o = tm_q;  // unused by the direct epilogue
+  if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, 64));
 
   KernelParams params = args.params;
+  params.always_rescale_o = args.always_rescale < 0 ? Traits::Config::kAlwaysRescaleO : args.always_rescale != 0;
   params.num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   const int64_t num_tiles = (int64_t)params.num_m_blocks * params.heads_q * params.batch;
   if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
@@ -86,7 +91,7 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
     FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
     smem_attribute_set = true;
   }
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, params);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
   FC_CHECK_LAUNCH("sm90 forward_kernel");
   return Status::Ok();
 }
@@ -99,8 +104,13 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     if (schedule == Schedule::kSerial) {
       return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kBlockN>>(args, stream);
     }
-    return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(args,
-                                                                                                          stream);
+    // The overlap schedule is built only where it is the configured one: for the others its
+    // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
+    if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
+          args, stream);
+    }
+    return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(kDqk));
   }
   if constexpr (Config::kAltBlockN > 0) {
     // Tuning candidate, serial schedule only: with the overlap schedule the larger S and P

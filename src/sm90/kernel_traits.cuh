@@ -72,8 +72,15 @@ struct KernelTraits {
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
   };
+  // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
+  // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).
+  // (A tuning variant with a larger kBlockN may leave no room: it then falls back to direct stores.)
+  static constexpr uint32_t kOTileBytes = 64 * kDv * 2;
+  static constexpr bool kEpilogueTma =
+      Config::kEpilogueTma && sizeof(SharedStorage) + (size_t)kOTileBytes * kConsumerWarpgroups + 1024 <= 227 * 1024;
+  static constexpr size_t kOStagingBytes = kEpilogueTma ? (size_t)kOTileBytes * kConsumerWarpgroups : 0;
   // Dynamic shared memory is only guaranteed 16-byte aligned: ask for 1 KiB of slack and align.
-  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
+  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + kOStagingBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
 };
 

@@ -97,7 +97,8 @@ template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
   const size_t block_m = 64 * C::kConsumerWarpgroups;
-  return 1024 + 2 * (block_m * kDqk + C::kStages * C::kBlockN * (size_t)(kDqk + kDv)) + 1024;
+  const size_t o_staging = C::kEpilogueTma ? 2 * block_m * kDv : 0;
+  return 1024 + 2 * (block_m * kDqk + C::kStages * C::kBlockN * (size_t)(kDqk + kDv)) + o_staging + 1024;
 }
 size_t smem_needed(int dqk) {
   switch (dqk) {
@@ -156,11 +157,10 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
                                 p.batch);
   }
   if (!why.empty()) return why;
-  // The epilogue stores pairs of 16-bit elements (4 bytes).
-  if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0 || p.o_seq_stride % 2 != 0 || p.o_head_stride % 2 != 0 ||
-      p.o_batch_stride % 2 != 0) {
-    return "o: base address must be 4-byte aligned and its strides even for the sm90 epilogue";
-  }
+  // O leaves through TMA stores (or 4-byte stores of element pairs): the same rules as the inputs.
+  why = check_operand_strides("o", p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, p.seqlen_q, p.heads_q,
+                              p.batch);
+  if (!why.empty()) return why;
   return "";
 }
 
@@ -178,12 +178,13 @@ int block_n_override() {
   return env != nullptr ? std::atoi(env) : 0;
 }
 
-bool always_rescale_o() {
-  // FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning).
+// FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning):
+// 1 always, 0 vote, -1 the config's choice.
+int always_rescale_override() {
   const char* env = std::getenv("FLASHCORE_SM90_RESCALE");
-  if (env != nullptr && std::strcmp(env, "always") == 0) return true;
-  if (env != nullptr && std::strcmp(env, "vote") == 0) return false;
-  return kAlwaysRescaleO;
+  if (env != nullptr && std::strcmp(env, "always") == 0) return 1;
+  if (env != nullptr && std::strcmp(env, "vote") == 0) return 0;
+  return -1;
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
@@ -198,6 +199,8 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
   a.schedule = (int)schedule_override();
   a.block_n = block_n_override();
+  a.always_rescale = always_rescale_override();
+  a.o = {p.o, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
 
   KernelParams& k = a.params;
   k.o = p.o;
@@ -215,7 +218,6 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
   k.scale = p.effective_scale();
   k.scale_log2 = k.scale * attn::kLog2e;
-  k.always_rescale_o = always_rescale_o();
   k.has_softcap = p.softcap > 0.0f;
   if (k.has_softcap) {
     k.softcap_over_scale = p.softcap / k.scale;

@@ -24,11 +24,12 @@ struct OperandView {
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
 
 struct LaunchArgs {
-  OperandView q, k, v;
+  OperandView q, k, v, o;
   DType dtype = DType::kFloat16;
   KernelParams params;  // the tile-independent fields; the launcher fills num_m_blocks / num_tiles
   int sm_count = 1;
   int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
+  int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
   int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
 };
 

@@ -17,6 +17,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
 #include "ptx/tma.hpp"
@@ -80,7 +82,7 @@ template <class Traits>
 struct Consumer {
   using Storage = typename Traits::SharedStorage;
   using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
-  using Epilogue = EpilogueDirect<Traits>;
+  using Epilogue = std::conditional_t<Traits::kEpilogueTma, EpilogueTma<Traits>, EpilogueDirect<Traits>>;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kAccS = Traits::kAccS;
@@ -90,6 +92,8 @@ struct Consumer {
 
   Storage& smem;
   const KernelParams& params;
+  const CUtensorMap* tm_o;  // O store map (TMA epilogue)
+  uint8_t* o_staging;       // O staging tiles (TMA epilogue)
   int warpgroup;    // 0 .. kConsumerWarpgroups-1: owns query rows [64 warpgroup, 64 warpgroup + 64) of a tile
   int lane, warp;   // warp inside the warpgroup
   ptx::PipelineState<Traits::kStages> k_state, v_state;
@@ -262,7 +266,7 @@ struct Consumer {
     }
     float inv_sum[2], lse[2];
     softmax.finalize(params.scale, inv_sum, lse);
-    Epilogue::store(params, tile, warpgroup, warp, lane, o, inv_sum, lse);
+    Epilogue::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
   }
 
   __device__ void run() {
@@ -280,6 +284,7 @@ struct Consumer {
     if constexpr (Traits::kPingPong) {
       if (warpgroup == 0) ptx::named_barrier_sync(kPingPongBarrier + 0, 256);
     }
+    Epilogue::drain(warp * 32 + lane);
   }
 };
 

@@ -15,6 +15,10 @@
 
 namespace flashcore::sm90 {
 
+// kAlwaysRescaleO: rescale O after every KV block (true) or only when some row's running max moved
+// (false; a warp-uniform vote, exact either way). FLASHCORE_SM90_RESCALE=always|vote overrides it.
+// kEpilogueTma: O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
+// otherwise each thread stores its fragment directly.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
 //
@@ -31,16 +35,21 @@ enum class Schedule : int {
 template <int kDqk, int kDv>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
+// Choices below were measured on an H200 (docs/perf-notes-sm90.md, 2026-11-22): d64 and d256 run
+// faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
+// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule.
 template <>
 struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 128;
+  static constexpr int kBlockN = 192;
   static constexpr int kStages = 3;
-  static constexpr int kAltBlockN = 192;
+  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr bool kAlwaysRescaleO = true;
+  static constexpr bool kEpilogueTma = true;
 };
 
 template <>
@@ -48,32 +57,31 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 176;
   static constexpr int kAltStages = 2;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = true;
 };
 
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 48;
-  static constexpr int kStages = 3;
-  static constexpr int kAltBlockN = 80;
-  static constexpr int kAltStages = 2;
+  static constexpr int kBlockN = 80;
+  static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr int kAltBlockN = 48;
+  static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
 };
 
 // The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
 // so the CTAs running together share K/V in L2 (H100/H200: 50/60 MB of L2).
 inline constexpr double kL2GroupBytes = 24.0 * 1024 * 1024;
-
-// Whether O is rescaled after every KV block (true) or only when some row's running max moved
-// (false, a warpgroup-uniform vote). See docs/perf-notes-sm90.md for the measurement behind it.
-// FLASHCORE_SM90_RESCALE=always|vote overrides it at run time (a tuning knob).
-inline constexpr bool kAlwaysRescaleO = true;
 
 }  // namespace flashcore::sm90

@@ -292,7 +292,7 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 777; c.causal = true; c.schedule = "serial"; });
       add([](Case& c) { c.seqlen_q = 333; c.seqlen_k = 555; c.input_scale = 10; c.schedule = "serial"; });
       // The tuning candidate kAltBlockN (serial schedule) and the rescale-only-when-the-max-moved variant.
-      const char* alt = d == 64 ? "192" : d == 128 ? "176" : "80";
+      const char* alt = d == 64 ? "128" : d == 128 ? "176" : "48";
       add([&](Case& c) { c.seqlen_q = c.seqlen_k = 999; c.causal = true; c.input_scale = 10; c.block_n = alt; });
       add([&](Case& c) { c.seqlen_q = 257; c.seqlen_k = 1100; c.window_left = 300; c.window_right = 40; c.block_n = alt; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.causal = true; c.input_scale = 10; c.rescale = "vote"; });
@@ -350,6 +350,8 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   EXPECT_NE(reason(x).find("varlen"), std::string::npos) << reason(x);
   x = p, x.k_seq_stride = 132;  // 264 bytes: not a multiple of 16
   EXPECT_NE(reason(x).find("k_seq_stride"), std::string::npos) << reason(x);
+  x = p, x.o_seq_stride = 130;  // O leaves through TMA stores: the same 16-byte rule
+  EXPECT_NE(reason(x).find("o_seq_stride"), std::string::npos) << reason(x);
   x = p, x.q = static_cast<char*>(buf) + 8;
   EXPECT_NE(reason(x).find("16-byte aligned"), std::string::npos) << reason(x);
   cudaFree(buf);
