@@ -297,6 +297,10 @@ std::vector<Case> sweep() {
       add([&](Case& c) { c.seqlen_q = 257; c.seqlen_k = 1100; c.window_left = 300; c.window_right = 40; c.block_n = alt; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.causal = true; c.input_scale = 10; c.rescale = "vote"; });
       add([](Case& c) { c.seqlen_q = 600; c.seqlen_k = 900; c.rescale = "vote"; });
+      // More tiles than SMs: every CTA runs several tiles, so the pipeline phases, the Q buffer and
+      // the O staging tile are reused across tiles (and the snake order visits both directions).
+      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 700; c.causal = true; });
+      add([](Case& c) { c.batch = 3; c.heads_q = 24; c.heads_kv = 24; c.seqlen_q = 520; c.seqlen_k = 333; });
     }
   }
   Case big;  // a longer sequence: many KV blocks, several tiles per CTA
