@@ -4,7 +4,7 @@
 // (halved for causal). Each row also checks the last (batch, head) of a full launch against the naive
 // GPU path on that slice.
 //
-//   sm90_timing [--iters N] [--schedule serial|overlap] [--quick] [--fp16] [--dim D]
+//   sm90_timing [--iters N] [--schedule serial|overlap] [--quick] [--fp16] [--dim D] [--seqlen S]
 // Other tuning knobs are environment variables read by the path (tile_config.hpp).
 // Prints one line per configuration: shape, TFLOPS, ms, error vs naive GPU.
 #include <cuda_runtime_api.h>
@@ -166,12 +166,14 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool fp16_only = false;
   int only_dim = 0;
+  int only_seqlen = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::max(30, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--schedule") && i + 1 < argc) schedule = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--fp16")) fp16_only = true;
     else if (!std::strcmp(argv[i], "--dim") && i + 1 < argc) only_dim = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--seqlen") && i + 1 < argc) only_seqlen = std::atoi(argv[++i]);
   }
   std::vector<Shape> shapes;
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     if (fp16_only && s.dtype != DType::kFloat16) continue;
     if (only_dim != 0 && s.head_dim != only_dim) continue;
+    if (only_seqlen != 0 && s.seqlen != only_seqlen) continue;
     run_shape(s, iters, schedule);
   }
   return 0;
