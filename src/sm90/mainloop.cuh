@@ -144,6 +144,34 @@ struct Consumer {
     if constexpr (Traits::kPingPong) ptx::named_barrier_arrive(kPingPongBarrier + (1 - warpgroup), 256);
   }
 
+  // S = Q K^T on the next K stage, run to completion, stage released (K full -> consumer ->
+  // K empty). Inside this warpgroup's ping-pong turn when the schedule has one.
+  __device__ void qk_to_completion(float* s) {
+    ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);  // K block landed
+    gemm_turn_begin();
+    ptx::wgmma_fence();
+    issue_qk(s, smem.k[k_state.index]);
+    ptx::wgmma_commit();
+    gemm_turn_end();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kAccS>(s);
+    release(&smem.k_empty[k_state.index]);  // S done reading this K stage
+    k_state.advance();
+  }
+  // O += P V on the next V stage, run to completion, stage released (V full -> consumer -> V empty).
+  __device__ void pv_to_completion(float* o, const uint32_t* p) {
+    ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);  // V block landed
+    gemm_turn_begin();
+    ptx::wgmma_fence();
+    issue_pv(o, p, smem.v[v_state.index]);
+    ptx::wgmma_commit();
+    gemm_turn_end();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kAccO>(o);
+    release(&smem.v_empty[v_state.index]);  // P V done reading this V stage
+    v_state.advance();
+  }
+
   // Softcap, then the visibility mask (only on blocks that are not fully visible to this
   // warpgroup's 64 rows: tails, causal diagonal, window edges).
   __device__ void prepare_scores(float* s, int n_block, int wg_row_first) const {
@@ -183,41 +211,17 @@ struct Consumer {
 
       if constexpr (Traits::kSchedule == Schedule::kSerial) {
         for (int it = 0; it < num_blocks; ++it) {
-          const int n = range.n_last - it;
-          ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);  // K block landed
-          ptx::wgmma_fence();
-          issue_qk(s, smem.k[k_state.index]);
-          ptx::wgmma_commit();
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers<kAccS>(s);
-          release(&smem.k_empty[k_state.index]);  // S done reading this K stage
-          k_state.advance();
+          qk_to_completion(s);
           if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
-          prepare_scores(s, n, wg_row_first);
+          prepare_scores(s, range.n_last - it, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           rescale_o(o, factor);
           convert_p(s, p);
-          ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);  // V block landed
-          ptx::wgmma_fence();
-          issue_pv(o, p, smem.v[v_state.index]);
-          ptx::wgmma_commit();
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers<kAccO>(o);
-          release(&smem.v_empty[v_state.index]);  // P V done reading this V stage
-          v_state.advance();
+          pv_to_completion(o, p);
         }
       } else {
         // Prologue: S of the first block alone.
-        ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);
-        gemm_turn_begin();
-        ptx::wgmma_fence();
-        issue_qk(s, smem.k[k_state.index]);
-        ptx::wgmma_commit();
-        gemm_turn_end();
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers<kAccS>(s);
-        release(&smem.k_empty[k_state.index]);
-        k_state.advance();
+        qk_to_completion(s);
         if (num_blocks == 1) release(&smem.q_empty);
         prepare_scores(s, range.n_last, wg_row_first);
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
@@ -252,16 +256,7 @@ struct Consumer {
           convert_p(s, p);
         }
         // Drain: the last block's O += P V.
-        ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);
-        gemm_turn_begin();
-        ptx::wgmma_fence();
-        issue_pv(o, p, smem.v[v_state.index]);
-        ptx::wgmma_commit();
-        gemm_turn_end();
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers<kAccO>(o);
-        release(&smem.v_empty[v_state.index]);
-        v_state.advance();
+        pv_to_completion(o, p);
       }
     }
     float inv_sum[2], lse[2];
