@@ -11,9 +11,14 @@
 
 namespace flashcore::softmax {
 
-// Elements a thread holds: 32 floats keep a 1024-thread block within 64 registers per thread.
+// Elements a thread holds, as floats: 32 keep a 1024-thread block within 64 registers per thread.
+// (Holding 16-bit rows packed would halve that, but the compiler then keeps the converted floats
+// and their exponentials live across the reductions anyway and spills; measured no better.)
 inline constexpr int kMaxElemsPerThread = 32;
 inline constexpr int kMaxThreadsPerBlock = 1024;
+
+template <int kVec>
+inline constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
 
 template <bool kBlockPerRow, typename V, typename Op>
 FC_DEVICE V row_group_allreduce(V value, Op op, V* scratch) {
@@ -57,16 +62,15 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
     row_max = row_group_allreduce<kBlockPerRow>(row_max, MaxOp{}, scratch);
 
     // Keep exp(x - max) in the registers: the write pass then costs one multiply per element.
-    // The sum skips -inf entries (exp_term); the kept value does not, so an all -inf row still
-    // writes NaN (0/0) like torch.
+    // The max is the row's own, so no -inf guard is needed: only an all -inf row has
+    // row_max = -inf, and its NaN sum gives the NaN row torch gives (lse_from_stats says -inf).
     float row_sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        const float shifted_exp = expf(values[k][i] - row_max);
-        row_sum += values[k][i] == -INFINITY ? 0.0f : shifted_exp;
-        values[k][i] = shifted_exp;
+        values[k][i] = fast_exp(values[k][i] - row_max);
+        row_sum += values[k][i];
       }
     }
     row_sum = row_group_allreduce<kBlockPerRow>(row_sum, SumOp{}, scratch);
@@ -89,7 +93,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
 template <typename T, int kVec, bool kBlockPerRow, int kVecsPerThread = 1>
 Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, unsigned grid, int threads,
                                const char* name) {
-  if constexpr (kVecsPerThread * kVec > kMaxElemsPerThread) {
+  if constexpr (kVecsPerThread > kMaxVecsPerThread<kVec>) {
     return Status::Internal(std::string(name) + ": row does not fit in registers");
   } else {
     if (vecs_per_thread > kVecsPerThread) {

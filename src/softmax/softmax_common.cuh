@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
 #include "common/host_device.hpp"
 #include "softmax/launch.hpp"
@@ -41,17 +42,39 @@ struct alignas(sizeof(T) * kVec) Pack {
 };
 
 template <typename T, int kVec>
-FC_DEVICE void load_pack(const T* src, float (&out)[kVec]) {
-  const Pack<T, kVec> pack = *reinterpret_cast<const Pack<T, kVec>*>(src);
+FC_DEVICE Pack<T, kVec> load_raw(const T* src) {
+  return *reinterpret_cast<const Pack<T, kVec>*>(src);
+}
+
+template <typename T, int kVec>
+FC_DEVICE void unpack(const Pack<T, kVec>& pack, float (&out)[kVec]) {
 #pragma unroll
   for (int i = 0; i < kVec; ++i) out[i] = to_float(pack.elems[i]);
 }
 
 template <typename T, int kVec>
+FC_DEVICE void load_pack(const T* src, float (&out)[kVec]) {
+  unpack(load_raw<T, kVec>(src), out);
+}
+
+// Two floats to one 16-bit pair in one conversion instruction (F2FP), round to nearest even.
+FC_DEVICE void convert_pair(float a, float b, __half* dst) {
+  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(a, b);
+}
+FC_DEVICE void convert_pair(float a, float b, __nv_bfloat16* dst) {
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(a, b);
+}
+
+template <typename T, int kVec>
 FC_DEVICE void store_pack(T* dst, const float (&in)[kVec]) {
   Pack<T, kVec> pack;
+  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
+    for (int i = 0; i < kVec; i += 2) convert_pair(in[i], in[i + 1], &pack.elems[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
+  }
   *reinterpret_cast<Pack<T, kVec>*>(dst) = pack;
 }
 
@@ -64,16 +87,28 @@ FC_DEVICE float max_nan(float a, float b) {
   return result;
 }
 
-// exp(value - row_max) as a term of the row sum. A -inf value adds exactly 0 even when row_max is
-// -inf too (an all -inf chunk must not poison the other chunks of its row); +inf - +inf stays NaN.
+// e^x as 2^(x * log2 e) on the SFU: one multiply and one MUFU.EX2 instead of expf's ~8
+// instructions (which made the 16-bit kernels instruction-bound). ex2.approx is within 2 ulp; the
+// rounding of x * log2e adds |x| * 6e-8 relative, which only matters for terms e^x below e^-20
+// whose absolute contribution is negligible. Subnormal results flush to 0. exp(-inf) = 0,
+// exp(NaN) = NaN, as softmax needs.
+FC_DEVICE float fast_exp(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x * attn::kLog2e));
+  return result;
+}
+
+// exp(value - row_max) as a term of a running sum whose max may still be -inf. A -inf value adds
+// exactly 0 even when row_max is -inf too (an all -inf chunk must not poison the other chunks of
+// its row when partial sums merge); +inf - +inf stays NaN.
 FC_DEVICE float exp_term(float value, float row_max) {
-  return value == -INFINITY ? 0.0f : expf(value - row_max);
+  return value == -INFINITY ? 0.0f : fast_exp(value - row_max);
 }
 
 // The probability written for `value`: exp(value - row_max) / row_sum. Not exp_term: an all -inf
-// row has row_max = -inf and row_sum = 0 and must give NaN (0/0), like torch.
+// row has row_max = -inf and must give NaN, like torch (0/0).
 FC_DEVICE float probability(float value, float row_max, float inv_row_sum) {
-  return expf(value - row_max) * inv_row_sum;
+  return fast_exp(value - row_max) * inv_row_sum;
 }
 
 // Natural-log LSE of a row from its max and sum(exp(x - max)); torch.logsumexp's special values.

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) shared_mem_reduction_kernel(const T*
     row_max = tree_allreduce(row_max, MaxOp{}, scratch);
 
     float row_sum = 0.0f;
-    for (int64_t col = threadIdx.x; col < cols; col += kThreads) row_sum += exp_term(to_float(x_row[col]), row_max);
+    for (int64_t col = threadIdx.x; col < cols; col += kThreads) row_sum += fast_exp(to_float(x_row[col]) - row_max);
     row_sum = tree_allreduce(row_sum, SumOp{}, scratch);
 
     const float inv_row_sum = 1.0f / row_sum;

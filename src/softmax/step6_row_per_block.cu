@@ -16,10 +16,9 @@ Status launch_row_per_block(const SoftmaxProblem& p) {
   return dispatch_dtype_and_vec(p, [&](auto tag, auto vec) {
     using T = decltype(tag);
     constexpr int kVec = decltype(vec)::value;
-    constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
     const int64_t vecs_per_row = p.cols / kVec;
     int64_t vecs_per_thread = ceil_div(vecs_per_row, kPreferredThreads);
-    if (vecs_per_thread > kMaxVecsPerThread) vecs_per_thread = kMaxVecsPerThread;
+    if (vecs_per_thread > kMaxVecsPerThread<kVec>) vecs_per_thread = kMaxVecsPerThread<kVec>;
     // Round vecs_per_thread up to the power of two the kernel is instantiated for, then take just
     // enough warps to cover the row.
     int64_t instantiated = 1;

@@ -45,7 +45,10 @@ __global__ void __launch_bounds__(kThreads) chunk_write_kernel(const T* x, T* y,
                                                                int64_t cols, ChunkLayout layout) {
   __shared__ RowStats scratch[kWarpSize];
   const int64_t pairs = rows * layout.chunks_per_row;
-  for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
+  for (int64_t block_pair = blockIdx.x; block_pair < pairs; block_pair += gridDim.x) {
+    // Last chunk first: blocks start roughly in blockIdx order, so this kernel begins with the
+    // chunks kernel 1 read last, which are the ones still in L2.
+    const int64_t pair = pairs - 1 - block_pair;
     const int64_t row = pair / layout.chunks_per_row;
     const int64_t chunk = pair % layout.chunks_per_row;
     // Every block of the row merges all of the row's partials (a few dozen): cheaper than a third

@@ -31,8 +31,10 @@ __global__ void __launch_bounds__(kThreePassThreads) three_pass_kernel(const T* 
     for (int64_t v = threadIdx.x; v < vecs_per_row; v += blockDim.x) {
       load_pack<T, kVec>(x_row + v * kVec, values);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) row_sum += exp_term(values[i], row_max);
+      for (int i = 0; i < kVec; ++i) row_sum += fast_exp(values[i] - row_max);
     }
+    // The max is the row's own, so no -inf guard is needed: only an all -inf row has
+    // row_max = -inf, and its NaN sum gives the NaN row torch gives (lse_from_stats still says -inf).
     row_sum = block_allreduce(row_sum, SumOp{}, scratch);
 
     const float inv_row_sum = 1.0f / row_sum;
