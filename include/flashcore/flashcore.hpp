@@ -12,6 +12,13 @@
 
 #include <cuda_runtime_api.h>
 
+// Members of AttentionParams that kernels may call are host-device under nvcc.
+#if defined(__CUDACC__)
+#define FLASHCORE_HOST_DEVICE __host__ __device__
+#else
+#define FLASHCORE_HOST_DEVICE
+#endif
+
 namespace flashcore {
 
 // ---------------------------------------------------------------------------------------------
@@ -111,12 +118,16 @@ struct AttentionParams {
   const int32_t* seqused_k = nullptr;     // [B], optional: only the first seqused_k[b] keys count
   int64_t total_q = 0;                    // varlen: rows of q/o (cu_seqlens_q[B] must be <= this)
   int64_t total_k = 0;                    // varlen: rows of k/v
+  // Device-resident cu_seqlens/seqused_k are copied to the host and checked (one stream sync) when
+  // true. Set false in hot loops to trust them (no sync); their bounds are then the caller's promise.
+  // (While the stream captures a CUDA graph they are never read.)
+  bool check_device_metadata = true;
 
   // ---- dispatch ------------------------------------------------------------------------------
   KernelPath path = KernelPath::kAuto;
   int num_splits = 0;  // reserved (split-KV); 0 = heuristic
 
-  bool is_varlen() const { return cu_seqlens_q != nullptr; }
+  FLASHCORE_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr; }
   // Effective scale (resolves the 0 = default convention).
   float effective_scale() const;
 };
