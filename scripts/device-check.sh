@@ -75,7 +75,11 @@ if [ "$BENCH" != none ]; then
   add benchmark "rc=$? ($(( $(date +%s) - t3 )) s)"
 fi
 
-echo "==== flashcore device check: $DEVICE, commit $FLASHCORE_COMMIT, $(date -u +%FT%TZ) ===="
-[ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
-[ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
-printf '%s\n' "${summary[@]}"
+{
+  echo "==== flashcore device check: $DEVICE, commit $FLASHCORE_COMMIT, $(date -u +%FT%TZ) ===="
+  [ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
+  [ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
+  printf '%s\n' "${summary[@]}"
+} | tee "$OUT/summary.txt"
+# The device tool returns at most 8 files: keep the summary and the reports, bundle the logs.
+( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log device.txt failed-tests.txt 2>/dev/null ; true )
