@@ -1,0 +1,86 @@
+// The sm80 path's ONE tuning table: tile shape per (Dqk, Dv). Everything else (fragment counts,
+// shared-memory layout, launch size) is derived from these three numbers in kernel_traits below.
+//
+//   block_m: query rows per CTA      block_n: keys per KV block      warps: warps per CTA
+//   Each warp owns block_m / warps query rows (one or two m16 MMA tiles). Two m16 tiles per warp
+//   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
+//   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
+//   The -Xptxas -v report for every entry is in docs/perf-notes-sm80.md (no spills allowed).
+//   Host code includes this header (no device code here) to check shared-memory needs in supports().
+#pragma once
+
+namespace flashcore::sm80 {
+
+struct TileShape {
+  int block_m = 0;
+  int block_n = 0;
+  int warps = 0;
+};
+
+// Retune here. Dqk/Dv pairs not listed get the entry of max(Dqk, Dv).
+constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
+  const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
+  if (d <= 32) return {128, 128, 4};
+  if (d <= 64) return {128, 64, 4};
+  if (d <= 96) return {128, 64, 4};
+  if (d <= 128) return {128, 32, 4};
+  if (d <= 192) return {128, 64, 8};
+  return {128, 64, 8};  // 256
+}
+
+// Shared-memory rows are padded by 16 bytes (8 elements): consecutive rows then start in different
+// 16-byte bank groups, so ldmatrix (8 rows x 16 B per phase) and the 16-byte cp.async writes are
+// free of bank conflicts without a swizzle.
+inline constexpr int kSmemRowPad = 8;
+
+// Bytes of dynamic shared memory: Q tile (reused for the O tile in the epilogue), K tile, V tile,
+// all 16-bit elements.
+constexpr int smem_bytes(int head_dim_qk, int head_dim_v, TileShape t) {
+  const int q_or_o = t.block_m * ((head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v) + kSmemRowPad);
+  const int k = t.block_n * (head_dim_qk + kSmemRowPad);
+  const int v = t.block_n * (head_dim_v + kSmemRowPad);
+  return 2 * (q_or_o + k + v);
+}
+constexpr int smem_bytes(int head_dim_qk, int head_dim_v) {
+  return smem_bytes(head_dim_qk, head_dim_v, tile_shape(head_dim_qk, head_dim_v));
+}
+
+}  // namespace flashcore::sm80
+
+namespace flashcore::sm80 {
+
+// Compile-time facts of one instantiation, all derived from the tile shape (the table's entry unless
+// a tuning experiment passes another one, see tools/bench/sm80_timing.cu).
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_, TileShape kShape_ = tile_shape(kHeadDimQK_, kHeadDimV_)>
+struct FwdTraits {
+  using Element = Element_;  // __half or __nv_bfloat16
+  static constexpr int kHeadDimQK = kHeadDimQK_;
+  static constexpr int kHeadDimV = kHeadDimV_;
+  static constexpr TileShape kShape = kShape_;
+  static constexpr int kBlockM = kShape.block_m;
+  static constexpr int kBlockN = kShape.block_n;
+  static constexpr int kWarps = kShape.warps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRowsPerWarp = kBlockM / kWarps;
+  static constexpr int kMTiles = kRowsPerWarp / 16;     // m16 MMA tiles per warp
+  static constexpr int kScoreNTiles = kBlockN / 8;      // n8 tiles of S = Q K^T per m16 tile
+  static constexpr int kOutNTiles = kHeadDimV / 8;      // n8 tiles of O per m16 tile
+  // Shared-memory row strides in elements (padded, see kSmemRowPad).
+  static constexpr int kQStride = kHeadDimQK + kSmemRowPad;
+  static constexpr int kKStride = kHeadDimQK + kSmemRowPad;
+  static constexpr int kVStride = kHeadDimV + kSmemRowPad;
+  static constexpr int kOStride = kHeadDimV + kSmemRowPad;
+  // Element offsets of the tiles inside dynamic shared memory.
+  static constexpr int kQOffset = 0;
+  static constexpr int kQOrOElems = kBlockM * (kQStride > kOStride ? kQStride : kOStride);
+  static constexpr int kKOffset = kQOrOElems;
+  static constexpr int kVOffset = kKOffset + kBlockN * kKStride;
+  static constexpr int kSmemBytes = 2 * (kVOffset + kBlockN * kVStride);
+
+  static_assert(kSmemBytes == smem_bytes(kHeadDimQK, kHeadDimV, kShape), "layout and host-side size disagree");
+  static_assert(kRowsPerWarp % 16 == 0 && kMTiles >= 1, "each warp owns whole m16 tiles");
+  static_assert(kBlockN % 16 == 0, "KV blocks are whole k16 steps of P V");
+  static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
+};
+
+}  // namespace flashcore::sm80
