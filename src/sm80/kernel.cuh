@@ -2,12 +2,15 @@
 // entry), split-Q across warps, K/V streamed through shared memory with cp.async, online softmax in
 // registers, P kept in registers for P V.
 //
-// K/V pipeline (per KV block j, visited from the last block the tile can see down to the first):
+// K/V pipeline, KV blocks visited from the last one the tile can see down to the first (the blocks
+// that need masking come first). With one K and one V buffer (kv_stages = 1, FlashAttention-2):
 //   barrier A: K_j has landed and every warp is done with V_{j+1}  -> issue V_j
 //   S = Q K_j^T                                                      (V_j in flight)
 //   barrier B: V_j has landed and every warp is done with K_j       -> issue K_{j-1}
 //   mask / softmax, O += P V_j                                       (K_{j-1} in flight)
-// so each load overlaps the other operand's math, with one K and one V buffer.
+// With two buffers each (kv_stages = 2):
+//   barrier: K_j, V_j have landed and every warp is done with block j+1's buffers -> issue K/V_{j-1}
+//   S = Q K_j^T, mask / softmax, O += P V_j                          (K/V_{j-1} in flight)
 #pragma once
 
 #include <cstdint>
@@ -84,50 +87,71 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   softmax.init();
   const FragmentCoords coords_base{m0 + warp_row0 + (lane >> 2), 2 * (lane & 3)};
 
-  auto load_k = [&](int n_block) {
+  auto load_k = [&](Element* sK_block, int n_block) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(
-        sK, k_seq + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0, tid);
+        sK_block, k_seq + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0, tid);
   };
-  auto load_v = [&](int n_block) {
+  auto load_v = [&](Element* sV_block, int n_block) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(
-        sV, v_seq + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0, tid);
+        sV_block, v_seq + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0, tid);
+  };
+
+  // Score transform, masking (only on tiles that straddle a mask boundary), online softmax, P V.
+  auto softmax_and_pv = [&](float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4], int n_block,
+                            const Element* sV_block) {
+    const int n0 = n_block * kBlockN;
+    const FragmentCoords coords{coords_base.row0, coords_base.col0 + n0};
+    if (mask.tile_fully_visible(m0, m_last, n0, n0 + kBlockN - 1)) {
+      transform_and_mask<false>(acc_s, coords, transform, score_mod, mask);
+    } else {
+      transform_and_mask<true>(acc_s, coords, transform, score_mod, mask);
+    }
+    softmax.update(acc_s, acc_o, log2_multiplier);
+    gemm_pv<Traits>(acc_o, acc_s, sV_block, lane);
   };
 
   if (n_block_max >= n_block_min) {
     load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
         sQ, q_tile, params.q_seq_stride, rows_valid, tid);
-    load_k(n_block_max);
+    load_k(sK, n_block_max);
+    if constexpr (Traits::kKVStages == 2) load_v(sV, n_block_max);
     ptx::cp_async_commit();
 
-    for (int n_block = n_block_max; n_block >= n_block_min; --n_block) {
-      ptx::cp_async_wait<0>();
-      __syncthreads();  // barrier A: K_j (and Q) visible to all; every warp finished P V_{j+1}
-      load_v(n_block);
-      ptx::cp_async_commit();
-
-      float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
-      gemm_qk<Traits>(acc_s, sQ, sK, warp_row0, lane);
-
-      ptx::cp_async_wait<0>();
-      __syncthreads();  // barrier B: V_j visible to all; every warp finished reading K_j
-      if (n_block > n_block_min) {
-        load_k(n_block - 1);
+    if constexpr (Traits::kKVStages == 1) {
+#pragma unroll 1
+      for (int n_block = n_block_max; n_block >= n_block_min; --n_block) {
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // barrier A: K_j (and Q) visible to all; every warp finished P V_{j+1}
+        load_v(sV, n_block);
         ptx::cp_async_commit();
-      }
 
-      const int n0 = n_block * kBlockN;
-      const FragmentCoords coords{coords_base.row0, coords_base.col0 + n0};
-      if (mask.tile_fully_visible(m0, m_last, n0, n0 + kBlockN - 1)) {
-        transform_and_mask<false>(acc_s, coords, transform, score_mod, mask);
-      } else {
-        transform_and_mask<true>(acc_s, coords, transform, score_mod, mask);
+        float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
+        gemm_qk<Traits>(acc_s, sQ, sK, warp_row0, lane);
+
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // barrier B: V_j visible to all; every warp finished reading K_j
+        if (n_block > n_block_min) {
+          load_k(sK, n_block - 1);
+          ptx::cp_async_commit();
+        }
+        softmax_and_pv(acc_s, n_block, sV);
       }
-      softmax.update(acc_s, acc_o, log2_multiplier);
-      uint32_t p_frag[Traits::kMTiles][kBlockN / 16][4];
-      pack_p<Traits>(p_frag, acc_s);
-      gemm_pv<Traits>(acc_o, p_frag, sV, lane);
+    } else {
+#pragma unroll 1
+      for (int n_block = n_block_max, stage = 0; n_block >= n_block_min; --n_block, stage ^= 1) {
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // K_j, V_j (and Q) visible to all; every warp finished block j+1 (other stage)
+        if (n_block > n_block_min) {
+          load_k(sK + (stage ^ 1) * Traits::kKStageElems, n_block - 1);
+          load_v(sV + (stage ^ 1) * Traits::kVStageElems, n_block - 1);
+          ptx::cp_async_commit();
+        }
+        float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
+        gemm_qk<Traits>(acc_s, sQ, sK + stage * Traits::kKStageElems, warp_row0, lane);
+        softmax_and_pv(acc_s, n_block, sV + stage * Traits::kVStageElems);
+      }
     }
   }
 

@@ -89,27 +89,12 @@ FC_DEVICE void gemm_qk(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4],
   }
 }
 
-// Rounds the softmax'ed S accumulators to 16 bits in the A-fragment order of P V: the C fragments of
-// n-tiles 2kk and 2kk+1 are exactly the A fragment of k-step kk (P never leaves registers).
-template <class Traits>
-FC_DEVICE void pack_p(uint32_t (&p)[Traits::kMTiles][Traits::kBlockN / 16][4],
-                      const float (&s)[Traits::kMTiles][Traits::kScoreNTiles][4]) {
-  using Element = typename Traits::Element;
-#pragma unroll
-  for (int mt = 0; mt < Traits::kMTiles; ++mt)
-#pragma unroll
-    for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
-      p[mt][kk][0] = ptx::pack2(s[mt][2 * kk][0], s[mt][2 * kk][1], Element{});
-      p[mt][kk][1] = ptx::pack2(s[mt][2 * kk][2], s[mt][2 * kk][3], Element{});
-      p[mt][kk][2] = ptx::pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1], Element{});
-      p[mt][kk][3] = ptx::pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3], Element{});
-    }
-}
-
-// acc_o[mt] += P[mt] V_block with P from pack_p.
+// acc_o[mt] += P[mt] V_block, with P taken from the softmax'ed S accumulators of this warp: the C
+// fragments of n-tiles 2kk and 2kk+1, rounded to 16 bits, are exactly the A fragment of k-step kk
+// (P never leaves registers). Rounding just before each k-step keeps few packed registers live.
 template <class Traits>
 FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
-                       const uint32_t (&p)[Traits::kMTiles][Traits::kBlockN / 16][4],
+                       const float (&p)[Traits::kMTiles][Traits::kScoreNTiles][4],
                        const typename Traits::Element* sV, int lane) {
   using Element = typename Traits::Element;
   // B (V, [k][n], transposed by ldmatrix): matrix j = rows 8 (j & 1), cols 8 (j >> 1)
@@ -119,6 +104,14 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
 
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
+    uint32_t a[Traits::kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Traits::kMTiles; ++mt) {
+      a[mt][0] = ptx::pack2(p[mt][2 * kk][0], p[mt][2 * kk][1], Element{});
+      a[mt][1] = ptx::pack2(p[mt][2 * kk][2], p[mt][2 * kk][3], Element{});
+      a[mt][2] = ptx::pack2(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1], Element{});
+      a[mt][3] = ptx::pack2(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3], Element{});
+    }
 #pragma unroll
     for (int dp = 0; dp < Traits::kOutNTiles / 2; ++dp) {
       uint32_t b[4];
@@ -127,8 +120,8 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
       const uint32_t b_hi[2] = {b[2], b[3]};
 #pragma unroll
       for (int mt = 0; mt < Traits::kMTiles; ++mt) {
-        ptx::mma_m16n8k16(acc_o[mt][2 * dp], p[mt][kk], b_lo, Element{});
-        ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], p[mt][kk], b_hi, Element{});
+        ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b_lo, Element{});
+        ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b_hi, Element{});
       }
     }
   }

@@ -2,6 +2,9 @@
 // shared-memory layout, launch size) is derived from these three numbers in kernel_traits below.
 //
 //   block_m: query rows per CTA      block_n: keys per KV block      warps: warps per CTA
+//   kv_stages: 1 = one K and one V buffer, K_{j-1} loads during softmax + P V_j and V_j during
+//              Q K_j^T (two barriers per KV block, FlashAttention-2's scheme);
+//              2 = two K/V buffers, block j+1 loads during all of block j (one barrier per block).
 //   Each warp owns block_m / warps query rows (one or two m16 MMA tiles). Two m16 tiles per warp
 //   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
 //   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
@@ -15,15 +18,16 @@ struct TileShape {
   int block_m = 0;
   int block_n = 0;
   int warps = 0;
+  int kv_stages = 1;
 };
 
 // Retune here. Dqk/Dv pairs not listed get the entry of max(Dqk, Dv).
 constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
   if (d <= 32) return {128, 128, 4};
-  if (d <= 64) return {128, 64, 4};
-  if (d <= 96) return {128, 64, 4};
-  if (d <= 128) return {128, 32, 4};
+  if (d <= 64) return {128, 64, 4, 2};
+  if (d <= 96) return {128, 32, 4};
+  if (d <= 128) return {128, 32, 4, 2};
   if (d <= 192) return {128, 64, 8};
   return {128, 64, 8};  // 256
 }
@@ -33,13 +37,13 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
 // free of bank conflicts without a swizzle.
 inline constexpr int kSmemRowPad = 8;
 
-// Bytes of dynamic shared memory: Q tile (reused for the O tile in the epilogue), K tile, V tile,
-// all 16-bit elements.
+// Bytes of dynamic shared memory: Q tile (reused for the O tile in the epilogue), K and V tiles per
+// stage, all 16-bit elements.
 constexpr int smem_bytes(int head_dim_qk, int head_dim_v, TileShape t) {
   const int q_or_o = t.block_m * ((head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v) + kSmemRowPad);
   const int k = t.block_n * (head_dim_qk + kSmemRowPad);
   const int v = t.block_n * (head_dim_v + kSmemRowPad);
-  return 2 * (q_or_o + k + v);
+  return 2 * (q_or_o + t.kv_stages * (k + v));
 }
 constexpr int smem_bytes(int head_dim_qk, int head_dim_v) {
   return smem_bytes(head_dim_qk, head_dim_v, tile_shape(head_dim_qk, head_dim_v));
@@ -60,6 +64,7 @@ struct FwdTraits {
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kBlockN = kShape.block_n;
   static constexpr int kWarps = kShape.warps;
+  static constexpr int kKVStages = kShape.kv_stages;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowsPerWarp = kBlockM / kWarps;
   static constexpr int kMTiles = kRowsPerWarp / 16;     // m16 MMA tiles per warp
@@ -73,11 +78,14 @@ struct FwdTraits {
   // Element offsets of the tiles inside dynamic shared memory.
   static constexpr int kQOffset = 0;
   static constexpr int kQOrOElems = kBlockM * (kQStride > kOStride ? kQStride : kOStride);
-  static constexpr int kKOffset = kQOrOElems;
-  static constexpr int kVOffset = kKOffset + kBlockN * kKStride;
-  static constexpr int kSmemBytes = 2 * (kVOffset + kBlockN * kVStride);
+  static constexpr int kKOffset = kQOrOElems;  // stage s of K at kKOffset + s * kKStageElems
+  static constexpr int kKStageElems = kBlockN * kKStride;
+  static constexpr int kVOffset = kKOffset + kKVStages * kKStageElems;
+  static constexpr int kVStageElems = kBlockN * kVStride;
+  static constexpr int kSmemBytes = 2 * (kVOffset + kKVStages * kVStageElems);
 
   static_assert(kSmemBytes == smem_bytes(kHeadDimQK, kHeadDimV, kShape), "layout and host-side size disagree");
+  static_assert(kKVStages == 1 || kKVStages == 2, "one or two K/V buffers");
   static_assert(kRowsPerWarp % 16 == 0 && kMTiles >= 1, "each warp owns whole m16 tiles");
   static_assert(kBlockN % 16 == 0, "KV blocks are whole k16 steps of P V");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");

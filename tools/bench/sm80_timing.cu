@@ -50,18 +50,18 @@ struct TuneVariant {
   int dim;
   LaunchFn launch;
 };
-template <int kDim, int kM, int kN, int kW>
+template <int kDim, int kM, int kN, int kW, int kStages>
 flashcore::Status launch_variant(const flashcore::AttentionParams& p, cudaStream_t stream) {
-  using Traits = flashcore::sm80::FwdTraits<kDim, kDim, __half, flashcore::sm80::TileShape{kM, kN, kW}>;
+  using Traits = flashcore::sm80::FwdTraits<kDim, kDim, __half, flashcore::sm80::TileShape{kM, kN, kW, kStages}>;
   return flashcore::sm80::launch_with_traits<Traits>(p, stream);
 }
 const TuneVariant kTuneVariants[] = {
-    {"flashcore-sm80-128x64x4", 128, &launch_variant<128, 128, 64, 4>},
-    {"flashcore-sm80-128x64x8", 128, &launch_variant<128, 128, 64, 8>},
-    {"flashcore-sm80-64x64x4", 128, &launch_variant<128, 64, 64, 4>},
-    {"flashcore-sm80-128x128x8", 128, &launch_variant<128, 128, 128, 8>},
-    {"flashcore-sm80-128x128x4", 64, &launch_variant<64, 128, 128, 4>},
-    {"flashcore-sm80-128x128x8", 64, &launch_variant<64, 128, 128, 8>},
+    {"flashcore-sm80-128x32x4s1", 128, &launch_variant<128, 128, 32, 4, 1>},
+    {"flashcore-sm80-128x64x4s1", 128, &launch_variant<128, 128, 64, 4, 1>},
+    {"flashcore-sm80-128x64x4s2", 128, &launch_variant<128, 128, 64, 4, 2>},
+    {"flashcore-sm80-128x64x4s1", 64, &launch_variant<64, 128, 64, 4, 1>},
+    {"flashcore-sm80-128x128x4s1", 64, &launch_variant<64, 128, 128, 4, 1>},
+    {"flashcore-sm80-128x128x4s2", 64, &launch_variant<64, 128, 128, 4, 2>},
 };
 
 struct Row {
