@@ -77,30 +77,54 @@ struct OnlineSoftmax {
   // A -inf max (no visible key yet) is used as 0 so exp2(-inf - max) stays 0 instead of NaN.
   static FC_DEVICE float usable_max(float m) { return m == -INFINITY ? 0.0f : m; }
 
-  // Folds one KV block into the running statistics: updates the row max, rescales acc_o and the row
-  // sums by exp2((old max - new max) * mult), and turns s into unnormalized probabilities in place.
+  // Folds one KV block into the running statistics and turns s into unnormalized probabilities in
+  // place. The running max only moves when the block's max exceeds it by more than
+  // kRescaleThreshold (log2 units): until then p = exp2(s - stale max) <= 2^kRescaleThreshold, which
+  // fp32 sums and 16-bit P hold with unchanged relative precision, and the max * sum product that
+  // finalize() uses stays exact. So most blocks skip rescaling acc_o; a warp rescales only when one
+  // of its rows moved (then by exp2((old max - new max) * mult), 1 for the rows that did not).
+  static constexpr float kRescaleThreshold = 8.0f;
+
   FC_DEVICE void update(float (&s)[kMTiles][kNTiles][4], float (&acc_o)[kMTiles][kOutNTiles][4],
                         float log2_multiplier) {
+    float correction[kMTiles][2];
+    bool any_moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float block_max = row_max[mt][r];
+        float block_max = s[mt][0][2 * r];
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
           block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
         block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
         block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
-        const float max_scaled = usable_max(block_max) * log2_multiplier;
-        // row_max[mt][r] == -inf gives exp2(-inf) = 0: nothing accumulated yet, nothing to keep.
-        const float correction = ptx::exp2_approx(row_max[mt][r] * log2_multiplier - max_scaled);
-        row_max[mt][r] = block_max;
-        float sum = row_sum[mt][r] * correction;
+        const float old_scaled = row_max[mt][r] * log2_multiplier;  // -inf before any visible key
+        const bool moved = block_max * log2_multiplier > old_scaled + kRescaleThreshold;
+        // A first visible key (old max -inf) gives correction exp2(-inf) = 0: nothing to keep.
+        correction[mt][r] = moved ? ptx::exp2_approx(old_scaled - block_max * log2_multiplier) : 1.0f;
+        if (moved) row_max[mt][r] = block_max;
+        any_moved = any_moved || moved;
+      }
+    if (__any_sync(0xffffffffu, any_moved)) {
 #pragma unroll
-        for (int d = 0; d < kOutNTiles; ++d) {
-          acc_o[mt][d][2 * r] *= correction;
-          acc_o[mt][d][2 * r + 1] *= correction;
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          row_sum[mt][r] *= correction[mt][r];
+#pragma unroll
+          for (int d = 0; d < kOutNTiles; ++d) {
+            acc_o[mt][d][2 * r] *= correction[mt][r];
+            acc_o[mt][d][2 * r + 1] *= correction[mt][r];
+          }
         }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float max_scaled = usable_max(row_max[mt][r]) * log2_multiplier;
+        float sum = row_sum[mt][r];
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll

@@ -27,7 +27,7 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
   if (d <= 32) return {128, 128, 4};
   if (d <= 64) return {128, 64, 4, 2};
   if (d <= 96) return {128, 32, 4};
-  if (d <= 128) return {128, 32, 4, 2};
+  if (d <= 128) return {128, 64, 4, 1};
   if (d <= 192) return {128, 64, 8};
   return {128, 64, 8};  // 256
 }

@@ -57,7 +57,7 @@ flashcore::Status launch_variant(const flashcore::AttentionParams& p, cudaStream
 }
 const TuneVariant kTuneVariants[] = {
     {"flashcore-sm80-128x32x4s1", 128, &launch_variant<128, 128, 32, 4, 1>},
-    {"flashcore-sm80-128x64x4s1", 128, &launch_variant<128, 128, 64, 4, 1>},
+    {"flashcore-sm80-128x32x4s2", 128, &launch_variant<128, 128, 32, 4, 2>},
     {"flashcore-sm80-128x64x4s2", 128, &launch_variant<128, 128, 64, 4, 2>},
     {"flashcore-sm80-128x64x4s1", 64, &launch_variant<64, 128, 64, 4, 1>},
     {"flashcore-sm80-128x128x4s1", 64, &launch_variant<64, 128, 128, 4, 1>},
