@@ -29,6 +29,10 @@ t0=$(date +%s)
   > "$OUT/device.txt" 2>&1
 DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 
+# ---- ceilings: copy bandwidth and matmul rate, measured in this run ------------------------------
+python3 tools/bench/ceilings.py --out "$OUT/ceilings.json" > "$OUT/ceilings.log" 2>&1 &&
+  add ceilings "$(grep -E 'copy|bfloat16' "$OUT/ceilings.log" | sed 's/ceiling //' | tr '\n' ' ')"
+
 # ---- build -------------------------------------------------------------------------------------
 gtest_args=()
 if [ -d .deps/googletest ]; then gtest_args+=(-DFLASHCORE_GTEST_SOURCE_DIR=$PWD/.deps/googletest); fi
@@ -71,7 +75,11 @@ if [ "$BENCH" != none ]; then
   add benchmark "rc=$? ($(( $(date +%s) - t3 )) s)"
 fi
 
-echo "==== flashcore device check: $DEVICE, commit $FLASHCORE_COMMIT, $(date -u +%FT%TZ) ===="
-[ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
-[ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
-printf '%s\n' "${summary[@]}"
+{
+  echo "==== flashcore device check: $DEVICE, commit $FLASHCORE_COMMIT, $(date -u +%FT%TZ) ===="
+  [ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
+  [ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
+  printf '%s\n' "${summary[@]}"
+} | tee "$OUT/summary.txt"
+# The device tool returns at most 8 files: keep the summary and the reports, bundle the logs.
+( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log device.txt failed-tests.txt 2>/dev/null ; true )

@@ -118,6 +118,10 @@ struct AttentionParams {
   const int32_t* seqused_k = nullptr;     // [B], optional: only the first seqused_k[b] keys count
   int64_t total_q = 0;                    // varlen: rows of q/o (cu_seqlens_q[B] must be <= this)
   int64_t total_k = 0;                    // varlen: rows of k/v
+  // Device-resident cu_seqlens/seqused_k are copied to the host and checked (one stream sync) when
+  // true. Set false in hot loops to trust them (no sync); their bounds are then the caller's promise.
+  // (While the stream captures a CUDA graph they are never read.)
+  bool check_device_metadata = true;
 
   // ---- dispatch ------------------------------------------------------------------------------
   KernelPath path = KernelPath::kAuto;

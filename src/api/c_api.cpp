@@ -1,1 +1,202 @@
-// PLACEHOLDER — replaced by the C ABI work (include/flashcore/flashcore.h).
+// The C ABI (include/flashcore/flashcore.h) over the C++ API. Each entry point converts the C struct
+// field by field, calls the C++ function, records the outcome in the thread's last-error message and
+// returns the status code. Nothing throws across the boundary: every entry point catches everything.
+#include "flashcore/flashcore.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "flashcore/flashcore.hpp"
+
+namespace flashcore {
+namespace {
+
+static_assert(FC_STATUS_OK == int(StatusCode::kOk));
+static_assert(FC_STATUS_INVALID_ARGUMENT == int(StatusCode::kInvalidArgument));
+static_assert(FC_STATUS_UNSUPPORTED == int(StatusCode::kUnsupported));
+static_assert(FC_STATUS_CUDA_ERROR == int(StatusCode::kCudaError));
+static_assert(FC_STATUS_INTERNAL == int(StatusCode::kInternal));
+static_assert(FC_DTYPE_FLOAT16 == int(DType::kFloat16) && FC_DTYPE_BFLOAT16 == int(DType::kBFloat16) &&
+              FC_DTYPE_FLOAT32 == int(DType::kFloat32));
+static_assert(FC_MASK_ALIGN_BOTTOM_RIGHT == int(MaskAlign::kBottomRight) &&
+              FC_MASK_ALIGN_TOP_LEFT == int(MaskAlign::kTopLeft));
+static_assert(FC_PATH_AUTO == int(KernelPath::kAuto) && FC_PATH_SM90 == int(KernelPath::kSm90) &&
+              FC_PATH_SM80 == int(KernelPath::kSm80) && FC_PATH_NAIVE_GPU == int(KernelPath::kNaiveGpu) &&
+              FC_PATH_CPU_REFERENCE == int(KernelPath::kCpuReference));
+static_assert(FC_WINDOW_INFINITE == kWindowInfinite);
+
+thread_local std::string t_last_error;
+
+fc_status record(const Status& status) {
+  if (status.ok()) {
+    t_last_error.clear();
+  } else {
+    t_last_error = status.message;
+  }
+  return static_cast<fc_status>(status.code);
+}
+
+// Runs `body` (returning Status) with every exception turned into an Internal status.
+template <class Body>
+fc_status guarded(Body&& body) {
+  try {
+    return record(body());
+  } catch (const std::exception& e) {
+    return record(Status::Internal(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return record(Status::Internal("unexpected non-standard exception"));
+  }
+}
+
+Status check_struct(const fc_attention_params* params) {
+  if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+  if (params->struct_size != sizeof(fc_attention_params)) {
+    return Status::InvalidArgument("params.struct_size: must be sizeof(fc_attention_params) = " +
+                                   std::to_string(sizeof(fc_attention_params)) + " (got " +
+                                   std::to_string(params->struct_size) + "); initialise the struct with fc_params_init");
+  }
+  if (params->causal != 0 && params->causal != 1) {
+    return Status::InvalidArgument("causal: must be 0 or 1 (got " + std::to_string(params->causal) + ")");
+  }
+  return Status::Ok();
+}
+
+// Fields whose C and C++ types agree, copied by name in both directions.
+#define FC_STRIDE_FIELDS(X)                                                                  \
+  X(q_batch_stride) X(q_seq_stride) X(q_head_stride) X(k_batch_stride) X(k_seq_stride)       \
+  X(k_head_stride) X(v_batch_stride) X(v_seq_stride) X(v_head_stride) X(o_batch_stride)      \
+  X(o_seq_stride) X(o_head_stride) X(lse_batch_stride) X(lse_head_stride)
+#define FC_SAME_TYPE_FIELDS(X)                                                               \
+  X(q) X(k) X(v) X(o) X(lse) FC_STRIDE_FIELDS(X) X(batch) X(seqlen_q) X(seqlen_k) X(heads_q) \
+  X(heads_kv) X(head_dim_qk) X(head_dim_v) X(softmax_scale) X(softcap) X(alibi_slopes)       \
+  X(alibi_batch_stride) X(window_left) X(window_right) X(cu_seqlens_q) X(cu_seqlens_k)       \
+  X(seqused_k) X(total_q) X(total_k) X(num_splits)
+
+// Field-by-field copy. Enum values are carried unchanged (the enums have int underlying types), so
+// out-of-range values reach validate(), which names them.
+AttentionParams to_cpp(const fc_attention_params& c) {
+  AttentionParams p;
+#define FC_COPY_FIELD(field) p.field = c.field;
+  FC_SAME_TYPE_FIELDS(FC_COPY_FIELD)
+#undef FC_COPY_FIELD
+  p.dtype = static_cast<DType>(c.dtype);
+  p.causal = c.causal != 0;
+  p.mask_align = static_cast<MaskAlign>(c.mask_align);
+  p.path = static_cast<KernelPath>(c.path);
+  p.check_device_metadata = c.check_device_metadata != 0;
+  return p;
+}
+
+void copy_reason(const std::string& reason, char* buf, size_t len) {
+  if (buf == nullptr || len == 0) return;
+  const size_t n = std::min(reason.size(), len - 1);
+  std::memcpy(buf, reason.data(), n);
+  buf[n] = '\0';
+}
+
+}  // namespace
+}  // namespace flashcore
+
+using flashcore::Status;
+
+extern "C" {
+
+fc_status fc_params_init(fc_attention_params* params) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    const flashcore::AttentionParams defaults;  // the C++ defaults are the single source
+    std::memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(fc_attention_params);
+    params->dtype = static_cast<int32_t>(defaults.dtype);
+    params->softmax_scale = defaults.softmax_scale;
+    params->softcap = defaults.softcap;
+    params->causal = defaults.causal ? 1 : 0;
+    params->mask_align = static_cast<int32_t>(defaults.mask_align);
+    params->window_left = defaults.window_left;
+    params->window_right = defaults.window_right;
+    params->path = static_cast<int32_t>(defaults.path);
+    params->num_splits = defaults.num_splits;
+    params->check_device_metadata = defaults.check_device_metadata ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+fc_status fc_set_dense_strides(fc_attention_params* params) {
+  return flashcore::guarded([&] {
+    FC_RETURN_IF_ERROR(flashcore::check_struct(params));
+    flashcore::AttentionParams p = flashcore::to_cpp(*params);
+    flashcore::set_dense_strides(p);
+#define FC_COPY_BACK(field) params->field = p.field;
+    FC_STRIDE_FIELDS(FC_COPY_BACK)
+#undef FC_COPY_BACK
+    return Status::Ok();
+  });
+}
+
+fc_status fc_validate(const fc_attention_params* params, void* stream) {
+  return flashcore::guarded([&] {
+    FC_RETURN_IF_ERROR(flashcore::check_struct(params));
+    return flashcore::validate(flashcore::to_cpp(*params), static_cast<cudaStream_t>(stream));
+  });
+}
+
+fc_status fc_attention_forward(const fc_attention_params* params, void* stream) {
+  return flashcore::guarded([&] {
+    FC_RETURN_IF_ERROR(flashcore::check_struct(params));
+    return flashcore::attention_forward(flashcore::to_cpp(*params), static_cast<cudaStream_t>(stream));
+  });
+}
+
+fc_status fc_supports(const fc_attention_params* params, int32_t path, char* reason_buf, size_t reason_len) {
+  flashcore::copy_reason("", reason_buf, reason_len);
+  return flashcore::guarded([&] {
+    Status status = flashcore::check_struct(params);
+    if (status.ok() && (path < FC_PATH_AUTO || path > FC_PATH_CPU_REFERENCE)) {
+      status = Status::InvalidArgument("path: must be one of FC_PATH_AUTO (0) .. FC_PATH_CPU_REFERENCE (4) (got " +
+                                       std::to_string(path) + ")");
+    }
+    if (status.ok()) {
+      flashcore::AttentionParams p = flashcore::to_cpp(*params);
+      p.path = static_cast<flashcore::KernelPath>(path);
+      status = flashcore::validate(p);
+      if (status.ok() && path == FC_PATH_AUTO) {  // would attention_forward find a path?
+        flashcore::KernelPath chosen{};
+        status = flashcore::select_path(p, &chosen);
+      } else if (status.ok()) {
+        const flashcore::Support support = flashcore::supports(p, p.path);
+        if (!support.supported) status = Status::Unsupported(support.reason);
+      }
+    }
+    flashcore::copy_reason(status.message, reason_buf, reason_len);
+    return status;
+  });
+}
+
+const char* fc_last_error_message(void) { return flashcore::t_last_error.c_str(); }
+
+const char* fc_status_name(fc_status code) {
+  switch (code) {
+    case FC_STATUS_OK:
+    case FC_STATUS_INVALID_ARGUMENT:
+    case FC_STATUS_UNSUPPORTED:
+    case FC_STATUS_CUDA_ERROR:
+    case FC_STATUS_INTERNAL:
+      return flashcore::status_code_name(static_cast<flashcore::StatusCode>(code));
+    default:
+      return "unknown";
+  }
+}
+
+const char* fc_build_info(void) {
+  try {
+    static const std::string info = flashcore::build_info();
+    return info.c_str();
+  } catch (...) {
+    return "flashcore (build info unavailable)";
+  }
+}
+
+}  // extern "C"

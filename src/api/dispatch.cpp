@@ -52,6 +52,8 @@ Status query_device(const AttentionParams& params, DeviceInfo* info) {
   const void* others[] = {params.k, params.v, params.o};
   const char* names[] = {"k", "v", "o"};
   for (int t = 0; t < 3; ++t) {
+    // validate() allows null k/v only when there are no keys (nothing is read): no placement then.
+    if (others[t] == nullptr) continue;
     if (is_host_pointer(others[t]) != q_host) {
       return Status::InvalidArgument(std::string(names[t]) + ": must live in the same memory as q (" +
                                      (q_host ? "host" : "device") + ")");

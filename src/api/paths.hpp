@@ -34,4 +34,9 @@ PathOps sm80_path();
 PathOps naive_gpu_path();
 PathOps cpu_reference_path();
 
+// Empty when q, k, v, o (base pointers, strides, last-dim extents) allow `vector_bytes`-wide
+// accesses; otherwise the reason, naming the argument. Fast paths call it from supports();
+// validation itself only requires element alignment. (Defined in validate.cpp.)
+std::string vector_alignment_problem(const AttentionParams& params, int vector_bytes = 16);
+
 }  // namespace flashcore::detail

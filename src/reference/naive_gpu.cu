@@ -92,19 +92,31 @@ __global__ void __launch_bounds__(kThreads) naive_attention_kernel(const Attenti
 
   for (int chunk = key_begin; chunk < key_end; chunk += kKeyChunk) {
     const int chunk_len = min(kKeyChunk, key_end - chunk);
-    // 1. Scores of the chunk (masked entries are -inf).
-    for (int idx = threadIdx.x; idx < kRows * kKeyChunk; idx += kThreads) {
-      const int r = idx / kKeyChunk, c = idx % kKeyChunk;
-      const int i = row0 + r, j = chunk + c;
-      float s = -INFINITY;
-      if (r < rows && c < chunk_len && mask.visible(i, j)) {
+    // 1. Scores of the chunk (masked entries are -inf). A warp reads each key row once, coalesced,
+    //    and dots it with all kRows query rows, so K is read once per block rather than per row.
+    for (int c = warp; c < kKeyChunk; c += kRows) {
+      const int j = chunk + c;
+      float dot[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) dot[r] = 0.0f;
+      if (c < chunk_len) {
         const T* k_row = k + int64_t(j) * p.k_seq_stride;
-        const float* q_row = q_rows + r * dqk;
-        float dot = 0.0f;
-        for (int d = 0; d < dqk; ++d) dot = fmaf(q_row[d], to_float(k_row[d]), dot);
-        s = score_fn.apply(dot, i, j);
+        for (int d = lane; d < dqk; d += 32) {
+          const float kd = to_float(k_row[d]);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) dot[r] = fmaf(q_rows[r * dqk + d], kd, dot[r]);
+        }
       }
-      scores[idx] = s;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) dot[r] = warp_sum(dot[r]);
+      if (lane < kRows) {
+        const int r = lane, i = row0 + r;
+        float dot_r = dot[0];
+#pragma unroll
+        for (int rr = 1; rr < kRows; ++rr) dot_r = r == rr ? dot[rr] : dot_r;
+        const bool keep = r < rows && c < chunk_len && mask.visible(i, j);
+        scores[r * kKeyChunk + c] = keep ? score_fn.apply(dot_r, i, j) : -INFINITY;
+      }
     }
     __syncthreads();
     // 2. Online softmax state: warp `warp` owns row `warp`.
@@ -133,14 +145,19 @@ __global__ void __launch_bounds__(kThreads) naive_attention_kernel(const Attenti
       }
     }
     __syncthreads();
-    // 3. O = O * alpha + P V for the chunk.
-    for (int idx = threadIdx.x; idx < kRows * dv; idx += kThreads) {
-      const int r = idx / dv, d = idx % dv;
-      if (r >= rows) continue;
-      const float* prob = scores + r * kKeyChunk;
-      float acc = o_acc[idx] * rescale[r];
-      for (int c = 0; c < chunk_len; ++c) acc = fmaf(prob[c], to_float(v[int64_t(chunk + c) * p.v_seq_stride + d]), acc);
-      o_acc[idx] = acc;
+    // 3. O = O * alpha + P V for the chunk: a thread owns column d of every row, so each V element
+    //    is read once per block, coalesced across the warp.
+    for (int d = threadIdx.x; d < dv; d += kThreads) {
+      float acc[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r] = o_acc[r * dv + d] * rescale[r];
+      for (int c = 0; c < chunk_len; ++c) {
+        const float vd = to_float(v[int64_t(chunk + c) * p.v_seq_stride + d]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r] = fmaf(scores[r * kKeyChunk + c], vd, acc[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) o_acc[r * dv + d] = acc[r];
     }
     __syncthreads();
   }

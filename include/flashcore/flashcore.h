@@ -1,0 +1,139 @@
+/* flashcore C ABI: the C++ API (flashcore.hpp) for C, ctypes and other foreign-function callers.
+ *
+ * Plain C: fixed-width fields, enums passed as int32_t, streams as void* (a cudaStream_t; NULL is the
+ * legacy default stream). No exception crosses this boundary. Every function that returns fc_status
+ * sets the calling thread's error message when it returns a non-zero code and clears it when it
+ * returns FC_STATUS_OK; read it with fc_last_error_message().
+ *
+ * Always start from fc_params_init(): it sets struct_size and the defaults (windows -1 = infinite,
+ * not 0; a zero-filled struct would mean "each query sees only its diagonal key"). Calls reject a
+ * struct whose struct_size is not sizeof(fc_attention_params).
+ *
+ * Field meanings, layout and rules are those of flashcore::AttentionParams (flashcore.hpp) and
+ * docs/semantics.md; each field below mirrors the C++ field of the same name.
+ */
+#ifndef FLASHCORE_FLASHCORE_H_
+#define FLASHCORE_FLASHCORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: equal to flashcore::StatusCode. */
+typedef int32_t fc_status;
+#define FC_STATUS_OK 0
+#define FC_STATUS_INVALID_ARGUMENT 1 /* the call breaks a rule; the message names the argument */
+#define FC_STATUS_UNSUPPORTED 2      /* valid, but no kernel path of this build/device runs it */
+#define FC_STATUS_CUDA_ERROR 3
+#define FC_STATUS_INTERNAL 4
+
+/* dtype: equal to flashcore::DType. */
+#define FC_DTYPE_FLOAT16 0
+#define FC_DTYPE_BFLOAT16 1
+#define FC_DTYPE_FLOAT32 2
+
+/* mask_align: equal to flashcore::MaskAlign. */
+#define FC_MASK_ALIGN_BOTTOM_RIGHT 0 /* flash-attn's causal: query i sees keys j <= i + Sk - Sq */
+#define FC_MASK_ALIGN_TOP_LEFT 1     /* PyTorch SDPA's is_causal: query i sees keys j <= i */
+
+/* path: equal to flashcore::KernelPath. */
+#define FC_PATH_AUTO 0
+#define FC_PATH_SM90 1
+#define FC_PATH_SM80 2
+#define FC_PATH_NAIVE_GPU 3
+#define FC_PATH_CPU_REFERENCE 4
+
+#define FC_WINDOW_INFINITE (-1)
+
+typedef struct fc_attention_params {
+  uint32_t struct_size; /* sizeof(fc_attention_params); set by fc_params_init */
+
+  /* tensors: q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv], o [B, Sq, Hq, Dv],
+   * lse [B, Hq, Sq] float32 (optional). Strides in elements; the last dimension is contiguous. */
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+
+  int64_t q_batch_stride, q_seq_stride, q_head_stride;
+  int64_t k_batch_stride, k_seq_stride, k_head_stride;
+  int64_t v_batch_stride, v_seq_stride, v_head_stride;
+  int64_t o_batch_stride, o_seq_stride, o_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;
+
+  /* sizes (varlen: seqlen_q / seqlen_k hold max_seqlen_q / max_seqlen_k) */
+  int32_t batch;
+  int32_t seqlen_q;
+  int32_t seqlen_k;
+  int32_t heads_q;
+  int32_t heads_kv;
+  int32_t head_dim_qk;
+  int32_t head_dim_v;
+  int32_t dtype; /* FC_DTYPE_* */
+
+  /* score function */
+  float softmax_scale; /* 0: 1/sqrt(head_dim_qk) */
+  float softcap;       /* 0: off */
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
+
+  /* visibility */
+  int32_t causal;     /* 0 or 1 */
+  int32_t mask_align; /* FC_MASK_ALIGN_* */
+  int32_t window_left;
+  int32_t window_right;
+
+  /* varlen */
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqused_k;
+  int64_t total_q;
+  int64_t total_k;
+  int32_t check_device_metadata; /* 1 (default): read device cu_seqlens/seqused_k to check them (one
+                                    stream sync); 0: trust them, no sync */
+
+  /* dispatch */
+  int32_t path; /* FC_PATH_* */
+  int32_t num_splits;
+} fc_attention_params;
+
+/* Sets struct_size and every default (null pointers, zero sizes and strides, windows -1, fp16,
+ * bottom-right alignment, path auto). */
+fc_status fc_params_init(fc_attention_params* params);
+
+/* Fills the strides of a dense [B, S, H, D] problem (and lse [B, Hq, Sq]; varlen: [Hq, total_q])
+ * from the sizes already set. */
+fc_status fc_set_dense_strides(fc_attention_params* params);
+
+/* Checks every rule (docs/validation.md). May synchronize `stream` to read device cu_seqlens. */
+fc_status fc_validate(const fc_attention_params* params, void* stream);
+
+/* Computes attention on `stream` (host pointers: the CPU reference, synchronously). On any error
+ * nothing is written. */
+fc_status fc_attention_forward(const fc_attention_params* params, void* stream);
+
+/* Whether `path` (FC_PATH_*) can run the call: FC_STATUS_OK if so, FC_STATUS_UNSUPPORTED with the
+ * reason otherwise, FC_STATUS_INVALID_ARGUMENT if the call itself is invalid. The reason (empty when
+ * supported) is copied NUL-terminated into reason_buf, truncated to reason_len - 1 characters;
+ * reason_buf may be NULL when reason_len is 0. */
+fc_status fc_supports(const fc_attention_params* params, int32_t path, char* reason_buf, size_t reason_len);
+
+/* The calling thread's message of its last failing call, "" after a successful one. Valid until the
+ * thread's next fc_* call that returns fc_status. */
+const char* fc_last_error_message(void);
+
+/* "ok", "invalid argument", "unsupported", "CUDA error", "internal error" or "unknown". */
+const char* fc_status_name(fc_status code);
+
+/* Version, compiled architectures, head dims, dtypes and paths. Static storage. */
+const char* fc_build_info(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHCORE_FLASHCORE_H_ */

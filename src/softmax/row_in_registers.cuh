@@ -1,0 +1,121 @@
+// The register-resident kernel of ladder steps 5 and 6: a row is read from memory exactly once into
+// registers (kVecsPerThread vectors of kVec elements per thread), reduced there, and written once —
+// the minimum traffic a softmax can have. The row is owned by one warp (step 5: short rows, no
+// barrier at all) or by the whole block (step 6: rows up to 1024 threads x 32 elements).
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "softmax/softmax_common.cuh"
+
+namespace flashcore::softmax {
+
+// Elements a thread holds, as floats: 32 keep a 1024-thread block within 64 registers per thread.
+// (Holding 16-bit rows packed would halve that, but the compiler then keeps the converted floats
+// and their exponentials live across the reductions anyway and spills; measured no better.)
+inline constexpr int kMaxElemsPerThread = 32;
+inline constexpr int kMaxThreadsPerBlock = 1024;
+
+template <int kVec>
+inline constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
+
+template <bool kBlockPerRow, typename V, typename Op>
+FC_DEVICE V row_group_allreduce(V value, Op op, V* scratch) {
+  if constexpr (kBlockPerRow) {
+    return block_allreduce(value, op, scratch);
+  } else {
+    return warp_allreduce(value, op);
+  }
+}
+
+template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow>
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(const T* x, T* y, float* lse,
+                                                                               int64_t rows, int cols) {
+  __shared__ float scratch[kWarpSize];  // block mode only
+  // A row group is the warp (step 5) or the block (step 6); `rank` is this thread's place in it.
+  const int group_threads = kBlockPerRow ? int(blockDim.x) : kWarpSize;
+  const int rank = kBlockPerRow ? int(threadIdx.x) : int(threadIdx.x) % kWarpSize;
+  const int groups_per_block = kBlockPerRow ? 1 : int(blockDim.x) / kWarpSize;
+  const int group = kBlockPerRow ? 0 : int(threadIdx.x) / kWarpSize;
+  const int64_t row_stride = int64_t(gridDim.x) * groups_per_block;
+
+  for (int64_t row = int64_t(blockIdx.x) * groups_per_block + group; row < rows; row += row_stride) {
+    const T* x_row = x + row * cols;
+    T* y_row = y + row * cols;
+    // Vector k of this thread starts at column (k * group_threads + rank) * kVec: consecutive
+    // threads read consecutive vectors, so every load instruction of the group is coalesced.
+    float values[kVecsPerThread][kVec];
+    float row_max = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int col = (k * group_threads + rank) * kVec;
+      if (col < cols) {  // cols % kVec == 0, so a vector is wholly inside the row or wholly past it
+        load_pack<T, kVec>(x_row + col, values[k]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) values[k][i] = -INFINITY;  // padding: adds 0 to the sum
+      }
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) row_max = max_nan(row_max, values[k][i]);
+    }
+    row_max = row_group_allreduce<kBlockPerRow>(row_max, MaxOp{}, scratch);
+
+    // Keep exp(x - max) in the registers: the write pass then costs one multiply per element.
+    // The max is the row's own, so no -inf guard is needed: only an all -inf row has
+    // row_max = -inf, and its NaN sum gives the NaN row torch gives (lse_from_stats says -inf).
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        values[k][i] = fast_exp(values[k][i] - row_max);
+        row_sum += values[k][i];
+      }
+    }
+    row_sum = row_group_allreduce<kBlockPerRow>(row_sum, SumOp{}, scratch);
+
+    const float inv_row_sum = 1.0f / row_sum;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int col = (k * group_threads + rank) * kVec;
+      if (col < cols) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) values[k][i] *= inv_row_sum;
+        store_pack<T, kVec>(y_row + col, values[k]);
+      }
+    }
+    if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(row_max, row_sum);
+  }
+}
+
+// Launches the smallest kVecsPerThread (a power of two) >= vecs_per_thread.
+template <typename T, int kVec, bool kBlockPerRow, int kVecsPerThread = 1>
+Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, unsigned grid, int threads,
+                               const char* name) {
+  if constexpr (kVecsPerThread > kMaxVecsPerThread<kVec>) {
+    return Status::Internal(std::string(name) + ": row does not fit in registers");
+  } else {
+    if (vecs_per_thread > kVecsPerThread) {
+      return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name);
+    }
+    row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow><<<grid, threads, 0, p.stream>>>(
+        static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+    FC_CHECK_LAUNCH(name);
+    return Status::Ok();
+  }
+}
+
+// Calls fn(T{}, std::integral_constant<int, kVec>{}) with 16-byte vectors when the rows allow it.
+template <typename Fn>
+Status dispatch_dtype_and_vec(const SoftmaxProblem& p, Fn&& fn) {
+  const bool vectorized = rows_are_vector_aligned(p);
+  return dispatch_dtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return vectorized ? fn(T{}, std::integral_constant<int, kFullVec<T>>{}) : fn(T{}, std::integral_constant<int, 1>{});
+  });
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace flashcore::softmax

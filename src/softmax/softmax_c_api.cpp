@@ -1,0 +1,33 @@
+// C ABI of the standalone softmax: status codes plus a thread-local message; no exception escapes.
+#include <exception>
+#include <string>
+
+#include "flashcore/softmax.h"
+#include "flashcore/softmax.hpp"
+
+namespace {
+
+thread_local std::string g_last_error;
+
+int record(const flashcore::Status& status) {
+  g_last_error = status.ok() ? std::string() : status.message;
+  return static_cast<int>(status.code);
+}
+
+}  // namespace
+
+extern "C" int fc_softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, int dtype,
+                                  int variant, void* stream) {
+  try {
+    // Unknown dtype / variant values are reported by softmax_forward's validation.
+    return record(flashcore::softmax_forward(x, y, lse, rows, cols, static_cast<flashcore::DType>(dtype),
+                                             static_cast<flashcore::SoftmaxVariant>(variant),
+                                             static_cast<cudaStream_t>(stream)));
+  } catch (const std::exception& e) {
+    return record(flashcore::Status::Internal(std::string("fc_softmax_forward: ") + e.what()));
+  } catch (...) {
+    return record(flashcore::Status::Internal("fc_softmax_forward: unknown exception"));
+  }
+}
+
+extern "C" const char* fc_softmax_last_error(void) { return g_last_error.c_str(); }

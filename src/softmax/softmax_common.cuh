@@ -1,0 +1,211 @@
+// Device building blocks shared by the softmax ladder: dtype conversion, 16-byte packs, the
+// NaN-propagating row statistics (max, sum of exp) and their warp / block reductions.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "attention/mask.hpp"
+#include "common/cuda_check.hpp"
+#include "common/host_device.hpp"
+#include "softmax/launch.hpp"
+
+namespace flashcore::softmax {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarpMask = 0xffffffffu;
+// Grid-stride loops cover any row count; more blocks than this would only add scheduling work.
+inline constexpr int64_t kMaxGridBlocks = int64_t(1) << 20;
+
+// ---- dtype ------------------------------------------------------------------------------------
+template <typename T> FC_DEVICE float to_float(T value);
+template <> FC_DEVICE float to_float<float>(float value) { return value; }
+template <> FC_DEVICE float to_float<__half>(__half value) { return __half2float(value); }
+template <> FC_DEVICE float to_float<__nv_bfloat16>(__nv_bfloat16 value) { return __bfloat162float(value); }
+
+template <typename T> FC_DEVICE T from_float(float value);
+template <> FC_DEVICE float from_float<float>(float value) { return value; }
+template <> FC_DEVICE __half from_float<__half>(float value) { return __float2half_rn(value); }
+template <> FC_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float value) { return __float2bfloat16_rn(value); }
+
+// Elements of T in one 16-byte vector.
+template <typename T> inline constexpr int kFullVec = kVectorBytes / int(sizeof(T));
+
+// kVec consecutive elements moved as one load/store (one 16-byte instruction when kVec is kFullVec).
+template <typename T, int kVec>
+struct alignas(sizeof(T) * kVec) Pack {
+  T elems[kVec];
+};
+
+template <typename T, int kVec>
+FC_DEVICE Pack<T, kVec> load_raw(const T* src) {
+  return *reinterpret_cast<const Pack<T, kVec>*>(src);
+}
+
+template <typename T, int kVec>
+FC_DEVICE void unpack(const Pack<T, kVec>& pack, float (&out)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) out[i] = to_float(pack.elems[i]);
+}
+
+template <typename T, int kVec>
+FC_DEVICE void load_pack(const T* src, float (&out)[kVec]) {
+  unpack(load_raw<T, kVec>(src), out);
+}
+
+// Two floats to one 16-bit pair in one conversion instruction (F2FP), round to nearest even.
+FC_DEVICE void convert_pair(float a, float b, __half* dst) {
+  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(a, b);
+}
+FC_DEVICE void convert_pair(float a, float b, __nv_bfloat16* dst) {
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(a, b);
+}
+
+template <typename T, int kVec>
+FC_DEVICE void store_pack(T* dst, const float (&in)[kVec]) {
+  Pack<T, kVec> pack;
+  if constexpr (sizeof(T) == 2 && kVec % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < kVec; i += 2) convert_pair(in[i], in[i + 1], &pack.elems[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
+  }
+  *reinterpret_cast<Pack<T, kVec>*>(dst) = pack;
+}
+
+// ---- the row math -----------------------------------------------------------------------------
+// max that keeps a NaN (fmaxf would drop it): a NaN anywhere makes the row max, hence the row, NaN,
+// as torch's max reduction does.
+FC_DEVICE float max_nan(float a, float b) {
+  float result;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(result) : "f"(a), "f"(b));
+  return result;
+}
+
+// e^x as 2^(x * log2 e) on the SFU: one multiply and one MUFU.EX2 instead of expf's ~8
+// instructions (which made the 16-bit kernels instruction-bound). ex2.approx is within 2 ulp; the
+// rounding of x * log2e adds |x| * 6e-8 relative, which only matters for terms e^x below e^-20
+// whose absolute contribution is negligible. Subnormal results flush to 0. exp(-inf) = 0,
+// exp(NaN) = NaN, as softmax needs.
+FC_DEVICE float fast_exp(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x * attn::kLog2e));
+  return result;
+}
+
+// exp(value - row_max) as a term of a running sum whose max may still be -inf. A -inf value adds
+// exactly 0 even when row_max is -inf too (an all -inf chunk must not poison the other chunks of
+// its row when partial sums merge); +inf - +inf stays NaN.
+FC_DEVICE float exp_term(float value, float row_max) {
+  return value == -INFINITY ? 0.0f : fast_exp(value - row_max);
+}
+
+// The probability written for `value`: exp(value - row_max) / row_sum. Not exp_term: an all -inf
+// row has row_max = -inf and must give NaN, like torch (0/0).
+FC_DEVICE float probability(float value, float row_max, float inv_row_sum) {
+  return fast_exp(value - row_max) * inv_row_sum;
+}
+
+// Natural-log LSE of a row from its max and sum(exp(x - max)); torch.logsumexp's special values.
+FC_DEVICE float lse_from_stats(float row_max, float row_sum) {
+  if (row_max == -INFINITY) return -INFINITY;  // every entry -inf: log(0)
+  if (row_max == INFINITY) return INFINITY;    // a +inf entry (and no NaN: max would be NaN)
+  return row_max + logf(row_sum);              // NaN max or sum stays NaN
+}
+
+// Running statistics of part of a row: its max and sum(exp(x - max)).
+struct RowStats {
+  float max;
+  float sum;
+};
+
+FC_DEVICE RowStats empty_stats() { return {-INFINITY, 0.0f}; }
+
+// Statistics of the union of two parts: rescale both sums to the larger max.
+FC_DEVICE RowStats merge_stats(RowStats a, RowStats b) {
+  const float row_max = max_nan(a.max, b.max);
+  return {row_max, a.sum * exp_term(a.max, row_max) + b.sum * exp_term(b.max, row_max)};
+}
+
+// Adds kVec values to running statistics: one rescale per vector, not per element.
+template <int kVec>
+FC_DEVICE void accumulate_stats(RowStats& stats, const float (&values)[kVec]) {
+  float row_max = stats.max;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) row_max = max_nan(row_max, values[i]);
+  float row_sum = stats.sum * exp_term(stats.max, row_max);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) row_sum += exp_term(values[i], row_max);
+  stats = {row_max, row_sum};
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+struct MaxOp {
+  FC_DEVICE float operator()(float a, float b) const { return max_nan(a, b); }
+  static FC_DEVICE float identity() { return -INFINITY; }
+};
+struct SumOp {
+  FC_DEVICE float operator()(float a, float b) const { return a + b; }
+  static FC_DEVICE float identity() { return 0.0f; }
+};
+struct MergeOp {
+  FC_DEVICE RowStats operator()(RowStats a, RowStats b) const { return merge_stats(a, b); }
+  static FC_DEVICE RowStats identity() { return empty_stats(); }
+};
+
+FC_DEVICE float shuffle_xor(float value, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, value, lane_mask);
+}
+FC_DEVICE RowStats shuffle_xor(RowStats value, int lane_mask) {
+  return {shuffle_xor(value.max, lane_mask), shuffle_xor(value.sum, lane_mask)};
+}
+
+// Butterfly reduction: every lane ends with the result of all 32.
+template <typename V, typename Op>
+FC_DEVICE V warp_allreduce(V value, Op op) {
+#pragma unroll
+  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2) {
+    value = op(value, shuffle_xor(value, lane_mask));
+  }
+  return value;
+}
+
+// Every thread of the block ends with the result. `scratch` holds one V per warp (32 suffice for
+// 1024 threads). Each warp reduces the per-warp partials itself, so one barrier publishes them;
+// the trailing barrier lets the caller reuse `scratch` for the next reduction.
+template <typename V, typename Op>
+FC_DEVICE V block_allreduce(V value, Op op, V* scratch) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int num_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  value = warp_allreduce(value, op);
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();  // per-warp partials visible to every warp
+  value = lane < num_warps ? scratch[lane] : Op::identity();
+  value = warp_allreduce(value, op);
+  __syncthreads();  // everyone has read scratch before it is written again
+  return value;
+}
+
+// ---- launch helpers ---------------------------------------------------------------------------
+inline unsigned grid_for(int64_t work_blocks) {
+  return unsigned(work_blocks < 1 ? 1 : (work_blocks < kMaxGridBlocks ? work_blocks : kMaxGridBlocks));
+}
+
+// Calls fn(T{}) with T the element type of `dtype`.
+template <typename Fn>
+Status dispatch_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat16: return fn(__half{});
+    case DType::kBFloat16: return fn(__nv_bfloat16{});
+  }
+  return Status::Internal("softmax: unknown dtype");
+}
+
+}  // namespace flashcore::softmax
