@@ -1,5 +1,5 @@
 // The sm80 path's ONE tuning table: tile shape per (Dqk, Dv). Everything else (fragment counts,
-// shared-memory layout, launch size) is derived from these three numbers in kernel_traits below.
+// shared-memory layout, launch size) is derived from these four numbers in FwdTraits below.
 //
 //   block_m: query rows per CTA      block_n: keys per KV block      warps: warps per CTA
 //   kv_stages: 1 = one K and one V buffer, K_{j-1} loads during softmax + P V_j and V_j during
@@ -8,7 +8,8 @@
 //   Each warp owns block_m / warps query rows (one or two m16 MMA tiles). Two m16 tiles per warp
 //   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
 //   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
-//   The -Xptxas -v report for every entry is in docs/perf-notes-sm80.md (no spills allowed).
+//   The -Xptxas -v report for every entry is in docs/perf-notes-sm80.md: no spills on sm_90a; on
+//   sm_80 only d128 spills (40 B), a trade measured on the H200 only (see the d128 entry).
 //   Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
@@ -21,15 +22,19 @@ struct TileShape {
   int kv_stages = 1;
 };
 
-// Retune here. Dqk/Dv pairs not listed get the entry of max(Dqk, Dv).
+// Retune here (tools/bench/sm80_timing.cu times other shapes next to the table's). Dqk/Dv pairs
+// not listed get the entry of max(Dqk, Dv). Figures: H200, fp16, S = 16k non-causal, TFLOPS.
 constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
-  if (d <= 32) return {128, 128, 4};
+  if (d <= 32) return {128, 128, 4, 1};
+  // d64 (128 x 64): two stages 301-308 vs one 299-301; 128 x 128 reached 314 (untested in the sweep).
   if (d <= 64) return {128, 64, 4, 2};
-  if (d <= 96) return {128, 32, 4};
+  // d96: untimed. 128 x 64 x 4 now fits without spills (254 regs) and is the next candidate.
+  if (d <= 96) return {128, 32, 4, 1};
+  // d128: 363 vs 345 (128 x 32, two stages, spill-free on sm_80 too) vs 314 (128 x 64, two stages).
   if (d <= 128) return {128, 64, 4, 1};
-  if (d <= 192) return {128, 64, 8};
-  return {128, 64, 8};  // 256
+  if (d <= 192) return {128, 64, 8, 1};
+  return {128, 64, 8, 1};  // 256: 135 KB of shared memory, one CTA per SM
 }
 
 // Shared-memory rows are padded by 16 bytes (8 elements): consecutive rows then start in different

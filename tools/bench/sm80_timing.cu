@@ -6,7 +6,8 @@
 // buffer sets (random values, never zeros). FLOPs = 4*B*H*S*S*D (halved for causal).
 // Calls the sm80 path's run() directly (validation and device queries stay out of the timing).
 // Tuning: for fp16 at S in {4k, 16k} the tool also times other tile shapes than the table's
-// (kernels compiled into this tool, named flashcore-sm80-MxNxW) to retune src/sm80/tile_config.hpp.
+// (kernels compiled into this tool, named flashcore-sm80-MxNxWsS: tile M x N, W warps, S K/V stages)
+// to retune src/sm80/tile_config.hpp.
 // Output: CSV on stdout (impl,dtype,causal,batch,heads,seqlen,dim,ms,tflops).
 #include <algorithm>
 #include <cstdio>
