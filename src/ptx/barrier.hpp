@@ -1,0 +1,39 @@
+// Named barriers (bar.sync / bar.arrive with an id and a thread count) and setmaxnreg.
+// Barrier 0 is __syncthreads; flashcore's ids start at kFirstNamedBarrier so they never collide
+// with it or with library code that reserves the low ids.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.hpp"
+
+namespace flashcore::ptx {
+
+inline constexpr int kFirstNamedBarrier = 8;
+
+// Waits until `threads` threads (a multiple of 32; counted per warp) have arrived at barrier `id`.
+FC_DEVICE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Arrives at barrier `id` without waiting.
+FC_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Re-balances registers between warpgroups. Every warp of the warpgroup executes it; the kernel
+// needs __launch_bounds__(threads, 1) or ptxas ignores it (C7508).
+template <int kRegs>
+FC_DEVICE void setmaxnreg_inc() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+FC_DEVICE void setmaxnreg_dec() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// Generic-proxy writes to shared memory made visible to the async proxy (TMA store, wgmma reads).
+FC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+}  // namespace flashcore::ptx

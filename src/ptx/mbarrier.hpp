@@ -1,0 +1,62 @@
+// mbarrier wrappers (shared-memory transaction barriers) for TMA producer/consumer pipelines.
+// Phase/parity rules (docs tensor-core-notes §4): a phase completes when the pending arrivals and the
+// transaction count both reach zero; try_wait.parity(P) succeeds once the phase with parity P has
+// completed, so on a fresh barrier parity 1 is already "complete" and parity 0 is not.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.hpp"
+
+namespace flashcore::ptx {
+
+FC_DEVICE uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+FC_DEVICE void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+// Makes barrier initialisation visible to the async proxy (TMA) and other threads; follow with a
+// CTA-wide barrier before any thread uses the mbarriers.
+FC_DEVICE void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+// One arrival, and `bytes` more expected from async copies completing on this barrier.
+FC_DEVICE void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+FC_DEVICE void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+FC_DEVICE bool mbarrier_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Blocks until the phase with `parity` has completed.
+FC_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  while (!mbarrier_try_wait(bar, parity)) {
+  }
+}
+
+// A ring position: which stage, and the parity of the phase a waiter expects there. The parity flips
+// each time the index wraps around the ring.
+template <int kStages>
+struct PipelineState {
+  int index = 0;
+  uint32_t phase = 0;
+  FC_DEVICE void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+}  // namespace flashcore::ptx

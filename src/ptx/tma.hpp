@@ -1,0 +1,44 @@
+// TMA (cp.async.bulk.tensor) wrappers. Tensor maps are built on the host (src/sm90/launch.cu) and
+// passed as `const __grid_constant__ CUtensorMap`; device code only takes their address.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.hpp"
+#include "ptx/mbarrier.hpp"
+
+namespace flashcore::ptx {
+
+// Pulls a tensor map into the descriptor cache ahead of its first use.
+FC_DEVICE void tma_prefetch_descriptor(const void* tensor_map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
+}
+
+// Loads the 5-D box at coordinates (c0 innermost .. c4) into shared memory at `dst`; completion adds
+// the box's bytes to `bar`'s transaction count. Elements outside the tensor arrive as zeros and are
+// still counted, so expect_tx is always the full box size.
+FC_DEVICE void tma_load_5d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2, int c3,
+                           int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+      "r"(smem_addr(bar))
+      : "memory");
+}
+
+// Stores the 5-D box from shared memory at `src`; elements outside the tensor are not written.
+FC_DEVICE void tma_store_5d(const void* tensor_map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(tensor_map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+FC_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until the committed stores have finished reading shared memory (the tile may be reused).
+FC_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Waits until the committed stores are complete (visible in global memory).
+FC_DEVICE void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+}  // namespace flashcore::ptx

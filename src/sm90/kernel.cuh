@@ -1,0 +1,131 @@
+// The sm90 forward kernel shell: shared-memory setup, warpgroup roles, register split, and the
+// host-side launcher every instantiation unit compiles.
+//
+//   warpgroup 0      producer: one thread issues TMA loads (mainloop.cuh, Producer)
+//   warpgroups 1..   consumers: 64 query rows each, wgmma + online softmax (Consumer), epilogue
+#pragma once
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/mbarrier.hpp"
+#include "sm90/kernel_traits.cuh"
+#include "sm90/launch_args.hpp"
+#include "sm90/mainloop.cuh"
+
+namespace flashcore::sm90 {
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                   const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                   const __grid_constant__ KernelParams params) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ uint8_t smem_raw[];
+  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
+  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
+  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+
+  const int warpgroup = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4;
+  const int lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(&smem.q_full, 1);
+    ptx::mbarrier_init(&smem.q_empty, Traits::kConsumerWarps);
+#pragma unroll
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(&smem.k_full[s], 1);
+      ptx::mbarrier_init(&smem.k_empty[s], Traits::kConsumerWarps);
+      ptx::mbarrier_init(&smem.v_full[s], 1);
+      ptx::mbarrier_init(&smem.v_empty[s], Traits::kConsumerWarps);
+    }
+    ptx::mbarrier_init_fence();
+  }
+  // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
+  // CTA-wide barrier of the kernel: after the role split the warpgroups never meet all together.
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
+    if (warp == 0 && lane == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params);
+  } else {
+    ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
+    uint8_t* o_staging = reinterpret_cast<uint8_t*>(&smem) + sizeof(Storage);
+    Consumer<Traits> consumer{smem, params, &tm_o, o_staging, warpgroup - 1, lane, warp};
+    consumer.run();
+  }
+}
+
+template <class Traits>
+Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
+  CUtensorMap tm_q, tm_k, tm_v;
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+  CUtensorMap tm_o = tm_q;  // unused by the direct epilogue
+  if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, 64));
+
+  KernelParams params = args.params;
+  params.always_rescale_o = args.always_rescale < 0 ? Traits::Config::kAlwaysRescaleO : args.always_rescale != 0;
+  params.num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  const int64_t num_tiles = (int64_t)params.num_m_blocks * params.heads_q * params.batch;
+  if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
+  params.num_tiles = (int)num_tiles;
+  if (num_tiles == 0) return Status::Ok();
+  // Heads whose tiles interleave in the scheduler: as many as keep their K/V within kL2GroupBytes
+  // (query heads sharing a KV head under GQA share its bytes).
+  const double kv_bytes_per_query_head =
+      (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
+  const double group = kL2GroupBytes / std::max(kv_bytes_per_query_head, 1.0);
+  params.heads_per_group = (int)std::clamp<double>(group, 1.0, (double)params.batch * params.heads_q);
+  const int grid = (int)std::min<int64_t>(num_tiles, args.sm_count);
+
+  auto kernel = forward_kernel<Traits>;
+  static bool smem_attribute_set = false;  // per instantiation; setting it twice is harmless
+  if (!smem_attribute_set) {
+    FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
+    smem_attribute_set = true;
+  }
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
+  FC_CHECK_LAUNCH("sm90 forward_kernel");
+  return Status::Ok();
+}
+
+template <int kDqk, int kDv, typename Element>
+Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
+  using Config = TileConfig<kDqk, kDv>;
+  const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);
+  if (args.block_n == 0 || args.block_n == Config::kBlockN) {
+    if (schedule == Schedule::kSerial) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kBlockN>>(args, stream);
+    }
+    // The overlap schedule is built only where it is the configured one: for the others its
+    // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
+    if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
+          args, stream);
+    }
+    return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(kDqk));
+  }
+  if constexpr (Config::kAltBlockN > 0) {
+    // Tuning candidate, serial schedule only: with the overlap schedule the larger S and P
+    // fragments no longer fit the consumer registers (ptxas spills).
+    if (args.block_n == Config::kAltBlockN) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kAltBlockN>>(args, stream);
+    }
+  }
+  return Status::Unsupported("sm90: kBlockN " + std::to_string(args.block_n) + " is not built for head dim " +
+                             std::to_string(kDqk) + " (tile_config.hpp: kBlockN / kAltBlockN)");
+}
+
+}  // namespace flashcore::sm90
+
+// One line per instantiation unit.
+#define FLASHCORE_SM90_INSTANTIATE(DQK, DV, ELEMENT)                                                  \
+  template flashcore::Status flashcore::sm90::launch_forward<DQK, DV, ELEMENT>(                       \
+      const flashcore::sm90::LaunchArgs&, cudaStream_t);

@@ -1,0 +1,87 @@
+// Compile-time facts of one sm90 forward instantiation: sizes from tile_config.hpp, the element
+// type, and the shared-memory layout. Every other sm90 file reads its constants from here.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "ptx/wgmma.hpp"
+#include "sm90/tile_config.hpp"
+
+namespace flashcore::sm90 {
+
+template <typename Element> struct ElementTraits;
+template <> struct ElementTraits<__half> {
+  static constexpr ptx::WgmmaType kWgmma = ptx::WgmmaType::kHalf;
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);  // lo -> low 16 bits (the lower column)
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+};
+template <> struct ElementTraits<__nv_bfloat16> {
+  static constexpr ptx::WgmmaType kWgmma = ptx::WgmmaType::kBFloat16;
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+};
+
+template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_>
+struct KernelTraits {
+  using Config = TileConfig<kDqk_, kDv_>;
+  using Element = Element_;
+  static constexpr ptx::WgmmaType kWgmmaType = ElementTraits<Element>::kWgmma;
+  static constexpr Schedule kSchedule = kSchedule_;
+
+  static constexpr int kDqk = kDqk_;
+  static constexpr int kDv = kDv_;
+  static constexpr int kConsumerWarpgroups = Config::kConsumerWarpgroups;
+  static constexpr int kBlockM = 64 * kConsumerWarpgroups;  // 64 query rows per consumer warpgroup
+  static constexpr int kBlockN = kBlockN_;  // Config::kBlockN, or Config::kAltBlockN when tuning
+  static constexpr int kStages = kBlockN == Config::kBlockN ? Config::kStages : Config::kAltStages;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
+  static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
+
+  // Swizzled operand tiles: [cols / 64][rows][64] 16-bit elements, 128 bytes per row segment.
+  static constexpr int kRowBytes = 128;
+  static constexpr uint32_t kQBytes = kBlockM * kDqk * 2;
+  static constexpr uint32_t kKBytes = kBlockN * kDqk * 2;
+  static constexpr uint32_t kVBytes = kBlockN * kDv * 2;
+
+  // Per consumer thread: S and O accumulators (m64nN gives N/2 floats), P as packed 16-bit pairs.
+  static constexpr int kAccS = kBlockN / 2;
+  static constexpr int kAccO = kDv / 2;
+  static constexpr int kRegsP = kBlockN / 4;
+
+  static_assert(kDqk % 64 == 0 && kDv % 64 == 0, "128-byte swizzled tiles need head dims that are multiples of 64");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
+  static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
+  static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
+  static_assert(Config::kProducerRegs * 128 + Config::kConsumerRegs * 128 * kConsumerWarpgroups <= 65536,
+                "register split exceeds the register file");
+
+  struct alignas(1024) SharedStorage {
+    alignas(1024) uint16_t q[kBlockM * kDqk];
+    alignas(1024) uint16_t k[kStages][kBlockN * kDqk];
+    alignas(1024) uint16_t v[kStages][kBlockN * kDv];
+    // Pipeline barriers; which side waits and which arrives is documented in mainloop.cuh.
+    uint64_t q_full, q_empty;
+    uint64_t k_full[kStages], k_empty[kStages];
+    uint64_t v_full[kStages], v_empty[kStages];
+  };
+  // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
+  // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).
+  // (A tuning variant with a larger kBlockN may leave no room: it then falls back to direct stores.)
+  static constexpr uint32_t kOTileBytes = 64 * kDv * 2;
+  static constexpr bool kEpilogueTma =
+      Config::kEpilogueTma && sizeof(SharedStorage) + (size_t)kOTileBytes * kConsumerWarpgroups + 1024 <= 227 * 1024;
+  static constexpr size_t kOStagingBytes = kEpilogueTma ? (size_t)kOTileBytes * kConsumerWarpgroups : 0;
+  // Dynamic shared memory is only guaranteed 16-byte aligned: ask for 1 KiB of slack and align.
+  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + kOStagingBytes + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,261 @@
+// The sm90 path's entry: supports() (what this path computes, and exactly why not otherwise) and
+// run() (tensor maps + dispatch to the (head dims, dtype) instantiation units this build holds).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "api/paths.hpp"
+#include "attention/mask.hpp"
+#include "common/cuda_check.hpp"
+#include "sm90/launch_args.hpp"
+
+namespace flashcore {
+namespace sm90 {
+
+namespace {
+
+// ---- Driver entry point (no libcuda link) ------------------------------------------------------
+PFN_cuTensorMapEncodeTiled_v12000 g_encode_tiled = nullptr;
+cudaError_t g_encode_lookup_error = cudaSuccess;
+std::once_flag g_encode_once;
+
+Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
+  std::call_once(g_encode_once, [] {
+    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
+    void* ptr = nullptr;
+    g_encode_lookup_error =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &query);
+    if (g_encode_lookup_error == cudaSuccess && query == cudaDriverEntryPointSuccess) {
+      g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+    }
+  });
+  if (g_encode_tiled == nullptr) {
+    if (g_encode_lookup_error != cudaSuccess) {
+      return cuda_status(g_encode_lookup_error, "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
+    }
+    return Status::CudaError("sm90: the driver has no cuTensorMapEncodeTiled (CUDA 12.0+ driver needed)");
+  }
+  *fn = g_encode_tiled;
+  return Status::Ok();
+}
+
+// ---- What this build holds ---------------------------------------------------------------------
+struct BuiltUnit {
+  int dqk, dv;
+  DType dtype;
+  Status (*launch)(const LaunchArgs&, cudaStream_t);
+};
+
+constexpr BuiltUnit kBuiltUnits[] = {
+#if FLASHCORE_HAS_SM90_D64_64_FP16
+    {64, 64, DType::kFloat16, &launch_forward<64, 64, __half>},
+#endif
+#if FLASHCORE_HAS_SM90_D64_64_BF16
+    {64, 64, DType::kBFloat16, &launch_forward<64, 64, __nv_bfloat16>},
+#endif
+#if FLASHCORE_HAS_SM90_D128_128_FP16
+    {128, 128, DType::kFloat16, &launch_forward<128, 128, __half>},
+#endif
+#if FLASHCORE_HAS_SM90_D128_128_BF16
+    {128, 128, DType::kBFloat16, &launch_forward<128, 128, __nv_bfloat16>},
+#endif
+#if FLASHCORE_HAS_SM90_D256_256_FP16
+    {256, 256, DType::kFloat16, &launch_forward<256, 256, __half>},
+#endif
+#if FLASHCORE_HAS_SM90_D256_256_BF16
+    {256, 256, DType::kBFloat16, &launch_forward<256, 256, __nv_bfloat16>},
+#endif
+    {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
+};
+
+const BuiltUnit* find_unit(int dqk, int dv, DType dtype) {
+  for (const BuiltUnit& u : kBuiltUnits) {
+    if (u.launch != nullptr && u.dqk == dqk && u.dv == dv && u.dtype == dtype) return &u;
+  }
+  return nullptr;
+}
+
+std::string built_units_list() {
+  std::string out;
+  for (const BuiltUnit& u : kBuiltUnits) {
+    if (u.launch == nullptr) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(u.dqk) + "/" + std::to_string(u.dv) + " " + dtype_name(u.dtype);
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Shared memory the (Dqk, Dv) configuration asks for (mirrors KernelTraits::kSmemBytes closely
+// enough for the capability check; the launch itself uses the exact figure).
+template <int kDqk, int kDv>
+size_t smem_estimate() {
+  using C = TileConfig<kDqk, kDv>;
+  const size_t block_m = 64 * C::kConsumerWarpgroups;
+  const size_t o_staging = C::kEpilogueTma ? 2 * block_m * kDv : 0;
+  return 1024 + 2 * (block_m * kDqk + C::kStages * C::kBlockN * (size_t)(kDqk + kDv)) + o_staging + 1024;
+}
+size_t smem_needed(int dqk) {
+  switch (dqk) {
+    case 64: return smem_estimate<64, 64>();
+    case 128: return smem_estimate<128, 128>();
+    case 256: return smem_estimate<256, 256>();
+  }
+  return 0;
+}
+
+bool stride_ok(int64_t stride_elems) { return stride_elems > 0 && stride_elems % 8 == 0; }  // 16 B, 16-bit
+
+std::string check_operand_strides(const char* name, const void* ptr, int64_t seq, int64_t head, int64_t batch,
+                                  int seqlen, int heads, int batch_count) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
+  // A stride of a dimension of extent 1 is never used; TMA still needs a legal value (launch.cu
+  // substitutes one), so only strides of real dimensions are checked.
+  if (seqlen > 1 && !stride_ok(seq)) return std::string(name) + "_seq_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  if (heads > 1 && !stride_ok(head)) return std::string(name) + "_head_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  if (batch_count > 1 && !stride_ok(batch)) return std::string(name) + "_batch_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  return "";
+}
+
+// A legal stand-in stride for a dimension of extent 1 (its coordinate is always 0).
+int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride : 8; }
+
+std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d) {
+  if (d.pointers_on_host || !d.has_device) return "the sm90 path needs device pointers on a CUDA device";
+  if (d.cc_major != 9 || d.cc_minor != 0) {
+    return "the sm90 path needs compute capability 9.0 (sm_90a); device is " + std::to_string(d.cc_major) + "." +
+           std::to_string(d.cc_minor);
+  }
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
+    return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
+  }
+  if (p.is_varlen() || p.cu_seqlens_k != nullptr) return "varlen (cu_seqlens_q/k) is not supported by the sm90 path yet";
+  if (p.seqused_k != nullptr) return "seqused_k is not supported by the sm90 path yet";
+  if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
+  if (find_unit(p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+    return "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v) + " with " +
+           dtype_name(p.dtype) + " are not built for the sm90 path (built: " + built_units_list() + ")";
+  }
+  if (d.max_smem_per_block_optin < smem_needed(p.head_dim_qk)) {
+    return "the sm90 configuration for head dim " + std::to_string(p.head_dim_qk) + " needs " +
+           std::to_string(smem_needed(p.head_dim_qk)) + " bytes of shared memory per block; the device allows " +
+           std::to_string(d.max_smem_per_block_optin);
+  }
+  std::string why = check_operand_strides("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, p.seqlen_q,
+                                          p.heads_q, p.batch);
+  if (why.empty()) {
+    why = check_operand_strides("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, p.seqlen_k, p.heads_kv,
+                                p.batch);
+  }
+  if (why.empty()) {
+    why = check_operand_strides("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, p.seqlen_k, p.heads_kv,
+                                p.batch);
+  }
+  if (!why.empty()) return why;
+  // O leaves through TMA stores (or 4-byte stores of element pairs): the same rules as the inputs.
+  why = check_operand_strides("o", p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, p.seqlen_q, p.heads_q,
+                              p.batch);
+  if (!why.empty()) return why;
+  return "";
+}
+
+Schedule schedule_override() {
+  // FLASHCORE_SM90_SCHEDULE=serial|overlap: a tuning/debug knob to compare the two schedules.
+  const char* env = std::getenv("FLASHCORE_SM90_SCHEDULE");
+  if (env != nullptr && std::strcmp(env, "serial") == 0) return Schedule::kSerial;
+  if (env != nullptr && std::strcmp(env, "overlap") == 0) return Schedule::kOverlapPingPong;
+  return Schedule(-1);
+}
+
+int block_n_override() {
+  // FLASHCORE_SM90_BLOCK_N=<n>: run the tile config's kAltBlockN instead of kBlockN (tuning).
+  const char* env = std::getenv("FLASHCORE_SM90_BLOCK_N");
+  return env != nullptr ? std::atoi(env) : 0;
+}
+
+// FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning):
+// 1 always, 0 vote, -1 the config's choice.
+int always_rescale_override() {
+  const char* env = std::getenv("FLASHCORE_SM90_RESCALE");
+  if (env != nullptr && std::strcmp(env, "always") == 0) return 1;
+  if (env != nullptr && std::strcmp(env, "vote") == 0) return 0;
+  return -1;
+}
+
+Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
+  const BuiltUnit* unit = find_unit(p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
+
+  LaunchArgs a;
+  a.dtype = p.dtype;
+  a.q = {p.q, p.head_dim_qk, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
+  a.k = {p.k, p.head_dim_qk, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
+  a.v = {p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
+  a.schedule = (int)schedule_override();
+  a.block_n = block_n_override();
+  a.always_rescale = always_rescale_override();
+  a.o = {p.o, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
+
+  KernelParams& k = a.params;
+  k.o = p.o;
+  k.lse = p.lse;
+  k.o_batch_stride = p.o_batch_stride;
+  k.o_seq_stride = p.o_seq_stride;
+  k.o_head_stride = p.o_head_stride;
+  k.lse_batch_stride = p.lse_batch_stride;
+  k.lse_head_stride = p.lse_head_stride;
+  k.batch = p.batch;
+  k.seqlen_q = p.seqlen_q;
+  k.seqlen_k = p.seqlen_k;
+  k.heads_q = p.heads_q;
+  k.heads_per_kv = p.heads_q / p.heads_kv;
+  k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
+  k.scale = p.effective_scale();
+  k.scale_log2 = k.scale * attn::kLog2e;
+  k.has_softcap = p.softcap > 0.0f;
+  if (k.has_softcap) {
+    k.softcap_over_scale = p.softcap / k.scale;
+    k.scale_over_softcap = k.scale / p.softcap;
+  }
+  return unit->launch(a, stream);
+}
+
+}  // namespace
+
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  constexpr int64_t kElem = 2;  // fp16 / bf16
+  const int seqlen = view.seqlen > 0 ? view.seqlen : 1;  // Sk = 0: never loaded, but dims must be >= 1
+  const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
+                              (cuuint64_t)view.batch};
+  const cuuint64_t strides[4] = {(cuuint64_t)(usable_stride(view.seq_stride, seqlen) * kElem), 128,
+                                 (cuuint64_t)(usable_stride(view.head_stride, view.heads) * kElem),
+                                 (cuuint64_t)(usable_stride(view.batch_stride, view.batch) * kElem)};
+  const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)(view.head_dim / 64), 1, 1};
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult res = encode(
+      map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5,
+      const_cast<void*>(view.base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS) {
+    return Status::Internal("sm90: cuTensorMapEncodeTiled failed with CUresult " + std::to_string((int)res) +
+                            " (head_dim " + std::to_string(view.head_dim) + ", seqlen " + std::to_string(view.seqlen) +
+                            ", box rows " + std::to_string(box_rows) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sm90
+
+namespace detail {
+PathOps sm90_path() { return {KernelPath::kSm90, &sm90::sm90_supports, &sm90::sm90_run}; }
+}  // namespace detail
+
+}  // namespace flashcore

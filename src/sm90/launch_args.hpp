@@ -1,0 +1,40 @@
+// What launch.cu hands an instantiation unit (no CUDA device code here, so launch.cu stays a plain
+// host translation unit of the sm90 path).
+#pragma once
+
+#include <cuda.h>
+
+#include "flashcore/flashcore.hpp"
+#include "sm90/params.hpp"
+#include "sm90/tile_config.hpp"
+
+namespace flashcore::sm90 {
+
+// One operand of the kernel as a TMA view: [batch][heads][seqlen][head_dim] with explicit element
+// strides (the flash-attn layout and PyTorch's [B, H, S, D] are both just strides).
+struct OperandView {
+  const void* base = nullptr;
+  int head_dim = 0, seqlen = 0, heads = 0, batch = 0;
+  int64_t seq_stride = 0, head_stride = 0, batch_stride = 0;  // elements
+};
+
+// Builds the tensor map the kernel loads `view` through: a 5-D view {64, seqlen, head_dim/64, heads,
+// batch} so one box {64, box_rows, head_dim/64, 1, 1} fills a [head_dim/64][box_rows][64] tile with
+// the 128-byte swizzle. Defined in launch.cu (it owns the driver entry point).
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
+
+struct LaunchArgs {
+  OperandView q, k, v, o;
+  DType dtype = DType::kFloat16;
+  KernelParams params;  // the tile-independent fields; the launcher fills num_m_blocks / num_tiles
+  int sm_count = 1;
+  int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
+  int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
+  int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
+};
+
+// One per built (Dqk, Dv, dtype) instantiation unit.
+template <int kDqk, int kDv, typename Element>
+Status launch_forward(const LaunchArgs& args, cudaStream_t stream);
+
+}  // namespace flashcore::sm90

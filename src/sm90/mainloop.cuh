@@ -1,0 +1,286 @@
+// The sm90 forward mainloop: a TMA producer and wgmma consumers around a shared-memory ring.
+//
+// Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
+//   q_full      producer -> consumers   Q tile landed (1 arrival + Q bytes of TMA transactions)
+//   q_empty     consumers -> producer   every consumer warp finished its last S = Q K^T of the tile
+//                                       (kConsumerWarps arrivals), so Q may be overwritten
+//   k_full[s]   producer -> consumers   K block in stage s landed (1 arrival + K bytes)
+//   k_empty[s]  consumers -> producer   every consumer warp's S wgmma that read stage s completed
+//   v_full[s], v_empty[s]               the same for V and the O += P V wgmma
+// Producer and consumers walk the same tile sequence and the same KV blocks, so their ring
+// positions (PipelineState) stay in step without any other communication.
+//
+// Named barriers (ping-pong, Schedule::kOverlapPingPong): kPingPongBarrier + w orders consumer
+// warpgroup w's GEMM issue after the other warpgroup's, so one warpgroup's softmax runs while the
+// other's GEMMs occupy the tensor cores.
+#pragma once
+
+#include <cuda.h>
+
+#include <type_traits>
+
+#include "ptx/barrier.hpp"
+#include "ptx/mbarrier.hpp"
+#include "ptx/tma.hpp"
+#include "ptx/wgmma.hpp"
+#include "sm90/epilogue.cuh"
+#include "sm90/params.hpp"
+#include "sm90/scheduler.cuh"
+#include "sm90/softmax.cuh"
+
+namespace flashcore::sm90 {
+
+inline constexpr int kPingPongBarrier = ptx::kFirstNamedBarrier;  // ids 8 (warpgroup 0) and 9 (warpgroup 1)
+
+template <class Traits>
+struct Producer {
+  using Storage = typename Traits::SharedStorage;
+  using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
+
+  // Runs on one thread of the producer warpgroup.
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
+                             const CUtensorMap* tm_v, const KernelParams& params) {
+    ptx::tma_prefetch_descriptor(tm_q);
+    ptx::tma_prefetch_descriptor(tm_k);
+    ptx::tma_prefetch_descriptor(tm_v);
+    ptx::PipelineState<Traits::kStages> k_state, v_state;
+    uint32_t q_phase = 0;
+    for (Scheduler sched(params); sched.valid(); sched.next()) {
+      if (!sched.has_tile()) continue;
+      const Tile tile = sched.tile();
+      const KvRange range = sched.kv_range(tile);
+      if (range.empty()) continue;  // the consumers skip this tile's mainloop too
+      const int head_kv = tile.head / params.heads_per_kv;
+
+      // Q: wait until the consumers' last S of the previous tile completed (q_empty), then load.
+      // A waiter on an "empty" barrier starts at parity 1, which a fresh barrier reports complete.
+      ptx::mbarrier_wait(&smem.q_empty, q_phase ^ 1u);
+      ptx::mbarrier_arrive_expect_tx(&smem.q_full, Traits::kQBytes);
+      ptx::tma_load_5d(smem.q, tm_q, &smem.q_full, 0, tile.m_block * Traits::kBlockM, 0, tile.head, tile.batch);
+      q_phase ^= 1u;
+
+      // K and V, last block first (the masked blocks of a causal tile come first).
+      for (int n = range.n_last; n >= range.n_first; --n) {
+        // Stage reuse: wait until every consumer warp released the K (then V) block held there.
+        ptx::mbarrier_wait(&smem.k_empty[k_state.index], k_state.phase ^ 1u);
+        ptx::mbarrier_arrive_expect_tx(&smem.k_full[k_state.index], Traits::kKBytes);
+        ptx::tma_load_5d(smem.k[k_state.index], tm_k, &smem.k_full[k_state.index], 0, n * Traits::kBlockN, 0,
+                         head_kv, tile.batch);
+        k_state.advance();
+
+        ptx::mbarrier_wait(&smem.v_empty[v_state.index], v_state.phase ^ 1u);
+        ptx::mbarrier_arrive_expect_tx(&smem.v_full[v_state.index], Traits::kVBytes);
+        ptx::tma_load_5d(smem.v[v_state.index], tm_v, &smem.v_full[v_state.index], 0, n * Traits::kBlockN, 0,
+                         head_kv, tile.batch);
+        v_state.advance();
+      }
+    }
+  }
+};
+
+template <class Traits>
+struct Consumer {
+  using Storage = typename Traits::SharedStorage;
+  using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
+  using Epilogue = std::conditional_t<Traits::kEpilogueTma, EpilogueTma<Traits>, EpilogueDirect<Traits>>;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kAccS = Traits::kAccS;
+  static constexpr int kAccO = Traits::kAccO;
+  static constexpr int kRegsP = Traits::kRegsP;
+  static constexpr int kRowBytes = Traits::kRowBytes;
+
+  Storage& smem;
+  const KernelParams& params;
+  const CUtensorMap* tm_o;  // O store map (TMA epilogue)
+  uint8_t* o_staging;       // O staging tiles (TMA epilogue)
+  int warpgroup;    // 0 .. kConsumerWarpgroups-1: owns query rows [64 warpgroup, 64 warpgroup + 64) of a tile
+  int lane, warp;   // warp inside the warpgroup
+  ptx::PipelineState<Traits::kStages> k_state, v_state;
+  uint32_t q_phase = 0;
+
+  // ---- GEMM issue -----------------------------------------------------------------------------
+  // S = Q K^T: A = this warpgroup's 64 rows of Q, B = K block (both K-major, 128B swizzle).
+  __device__ void issue_qk(float* s, const uint16_t* k_tile) const {
+    const uint32_t q_addr = ptx::smem_addr(smem.q) + warpgroup * 64 * kRowBytes;
+    const uint32_t k_addr = ptx::smem_addr(k_tile);
+#pragma unroll
+    for (int kk = 0; kk < Traits::kDqk / 16; ++kk) {
+      // k-step kk: 64-column chunk kk/4 (a whole [rows][64] slab further), 32 bytes per k16 inside it.
+      const uint32_t chunk = kk / 4, within = (kk % 4) * 32;
+      const uint64_t desc_q = ptx::make_smem_desc(q_addr + chunk * kBlockM * kRowBytes + within, 16, 1024);
+      const uint64_t desc_k = ptx::make_smem_desc(k_addr + chunk * kBlockN * kRowBytes + within, 16, 1024);
+      ptx::WgmmaSS<kBlockN, Traits::kWgmmaType>::run(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+    }
+  }
+  // O += P V: A = P from registers, B = V block read MN-major (trans-b): 16 keys = 2048 bytes per
+  // k-step; LBO = distance between 64-column chunks of Dv.
+  __device__ void issue_pv(float* o, const uint32_t* p, const uint16_t* v_tile) const {
+    const uint32_t v_addr = ptx::smem_addr(v_tile);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t desc_v = ptx::make_smem_desc(v_addr + kk * 16 * kRowBytes, kBlockN * kRowBytes, 1024);
+      ptx::WgmmaRS<Traits::kDv, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
+    }
+  }
+  // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).
+  __device__ static void convert_p(const float* s, uint32_t* p) {
+#pragma unroll
+    for (int i = 0; i < kRegsP; ++i) p[i] = ElementTraits<typename Traits::Element>::pack(s[2 * i], s[2 * i + 1]);
+  }
+
+  // ---- Releases (one arrival per consumer warp) -------------------------------------------------
+  // Called after wgmma_wait has retired the GEMM that read the stage: the whole warpgroup's wgmma
+  // is complete, so lane 0 may speak for its warp.
+  __device__ void release(uint64_t* bar) const {
+    if (lane == 0) ptx::mbarrier_arrive(bar);
+  }
+
+  // ---- Ping-pong between the two consumer warpgroups ------------------------------------------
+  __device__ void gemm_turn_begin() const {
+    if constexpr (Traits::kPingPong) ptx::named_barrier_sync(kPingPongBarrier + warpgroup, 256);
+  }
+  __device__ void gemm_turn_end() const {
+    if constexpr (Traits::kPingPong) ptx::named_barrier_arrive(kPingPongBarrier + (1 - warpgroup), 256);
+  }
+
+  // S = Q K^T on the next K stage, run to completion, stage released (K full -> consumer ->
+  // K empty). Inside this warpgroup's ping-pong turn when the schedule has one.
+  __device__ void qk_to_completion(float* s) {
+    ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);  // K block landed
+    gemm_turn_begin();
+    ptx::wgmma_fence();
+    issue_qk(s, smem.k[k_state.index]);
+    ptx::wgmma_commit();
+    gemm_turn_end();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kAccS>(s);
+    release(&smem.k_empty[k_state.index]);  // S done reading this K stage
+    k_state.advance();
+  }
+  // O += P V on the next V stage, run to completion, stage released (V full -> consumer -> V empty).
+  __device__ void pv_to_completion(float* o, const uint32_t* p) {
+    ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);  // V block landed
+    gemm_turn_begin();
+    ptx::wgmma_fence();
+    issue_pv(o, p, smem.v[v_state.index]);
+    ptx::wgmma_commit();
+    gemm_turn_end();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kAccO>(o);
+    release(&smem.v_empty[v_state.index]);  // P V done reading this V stage
+    v_state.advance();
+  }
+
+  // Softcap, then the visibility mask (only on blocks that are not fully visible to this
+  // warpgroup's 64 rows: tails, causal diagonal, window edges).
+  __device__ void prepare_scores(float* s, int n_block, int wg_row_first) const {
+    if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
+    const int key_first = n_block * kBlockN;
+    if (!params.mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
+      const int row0 = wg_row_first + 16 * warp + lane / 4;
+      apply_mask<kAccS>(s, params.mask, row0, key_first + 2 * (lane % 4));
+    }
+  }
+
+  __device__ void rescale_o(float* o, const float (&factor)[2]) const {
+    // Skipping is exact: factor == 1 means the row max did not move. The vote keeps the branch
+    // warp-uniform.
+    if (params.always_rescale_o || __any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f)) {
+      scale_rows<kAccO>(o, factor);
+    }
+  }
+
+  // ---- One tile -------------------------------------------------------------------------------
+  __device__ void run_tile(const Tile& tile, const KvRange& range) {
+    float o[kAccO];
+    float s[kAccS];
+    uint32_t p[kRegsP];
+    OnlineSoftmax softmax;
+    softmax.init();
+#pragma unroll
+    for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
+    const int wg_row_first = tile.m_block * kBlockM + warpgroup * 64;
+
+    if (!range.empty()) {
+      // Q of this tile landed (producer -> consumers).
+      ptx::mbarrier_wait(&smem.q_full, q_phase);
+      q_phase ^= 1u;
+      const int num_blocks = range.count();
+      float factor[2];
+
+      if constexpr (Traits::kSchedule == Schedule::kSerial) {
+        for (int it = 0; it < num_blocks; ++it) {
+          qk_to_completion(s);
+          if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
+          prepare_scores(s, range.n_last - it, wg_row_first);
+          softmax.update<kAccS>(s, params.scale_log2, factor);
+          rescale_o(o, factor);
+          convert_p(s, p);
+          pv_to_completion(o, p);
+        }
+      } else {
+        // Prologue: S of the first block alone.
+        qk_to_completion(s);
+        if (num_blocks == 1) release(&smem.q_empty);
+        prepare_scores(s, range.n_last, wg_row_first);
+        softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
+        convert_p(s, p);
+
+        for (int it = 1; it < num_blocks; ++it) {
+          const int n = range.n_last - it;
+          // Issue S_it = Q K_it^T and O += P_{it-1} V_{it-1} back to back (two commit groups).
+          ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);
+          ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);
+          gemm_turn_begin();
+          ptx::wgmma_fence();
+          issue_qk(s, smem.k[k_state.index]);
+          ptx::wgmma_commit();
+          issue_pv(o, p, smem.v[v_state.index]);
+          ptx::wgmma_commit();
+          gemm_turn_end();
+          // S_it retired (P V may still run): release K, softmax S_it.
+          ptx::wgmma_wait<1>();
+          ptx::fence_registers<kAccS>(s);
+          release(&smem.k_empty[k_state.index]);
+          k_state.advance();
+          if (it == num_blocks - 1) release(&smem.q_empty);
+          prepare_scores(s, n, wg_row_first);
+          softmax.update<kAccS>(s, params.scale_log2, factor);
+          // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers<kAccO>(o);
+          release(&smem.v_empty[v_state.index]);
+          v_state.advance();
+          rescale_o(o, factor);
+          convert_p(s, p);
+        }
+        // Drain: the last block's O += P V.
+        pv_to_completion(o, p);
+      }
+    }
+    float inv_sum[2], lse[2];
+    softmax.finalize(params.scale, inv_sum, lse);
+    Epilogue::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
+  }
+
+  __device__ void run() {
+    // Ping-pong start: warpgroup 1 pre-arrives on warpgroup 0's barrier so warpgroup 0 issues first.
+    if constexpr (Traits::kPingPong) {
+      if (warpgroup == 1) ptx::named_barrier_arrive(kPingPongBarrier + 0, 256);
+    }
+    for (Scheduler sched(params); sched.valid(); sched.next()) {
+      if (!sched.has_tile()) continue;
+      const Tile tile = sched.tile();
+      run_tile(tile, sched.kv_range(tile));
+    }
+    // Ping-pong end: warpgroup 1's last turn_end arrived on warpgroup 0's barrier with no matching
+    // sync; consume it so both named barriers end the kernel with no pending arrivals.
+    if constexpr (Traits::kPingPong) {
+      if (warpgroup == 0) ptx::named_barrier_sync(kPingPongBarrier + 0, 256);
+    }
+    Epilogue::drain(warp * 32 + lane);
+  }
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,39 @@
+// What the sm90 forward kernel reads besides its tensor maps. Built once per call by launch.cu from
+// a validated AttentionParams; trivially copyable, passed as a __grid_constant__ kernel parameter.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/mask.hpp"
+
+namespace flashcore::sm90 {
+
+struct KernelParams {
+  void* o = nullptr;
+  float* lse = nullptr;  // optional
+  int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;  // elements
+  int64_t lse_batch_stride = 0, lse_head_stride = 0;
+
+  int batch = 0, seqlen_q = 0, seqlen_k = 0;
+  int heads_q = 0;
+  int heads_per_kv = 1;  // Hq / Hkv: query head h reads KV head h / heads_per_kv
+
+  int num_m_blocks = 0;  // ceil(Sq / kBlockM)
+  int num_tiles = 0;     // num_m_blocks * Hq * B
+  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (scheduler.cuh)
+
+  attn::VisibilityMask mask;  // one mask for every batch entry (no varlen on this path)
+
+  // Scores stay in "dot" units (q.k) inside the kernel; the softmax scale is folded into exp2:
+  // p = exp2(dot * scale_log2 - max_dot * scale_log2), scale_log2 = scale * kLog2e.
+  float scale = 1.0f;
+  float scale_log2 = 1.0f;
+  // Softcap in dot units: dot <- softcap_over_scale * tanh(dot * scale_over_softcap), which equals
+  // ScoreTransform's softcap * tanh(scale * dot / softcap) divided by scale.
+  bool has_softcap = false;
+  bool always_rescale_o = true;  // false: rescale O only when some row's max moved (tile_config.hpp)
+  float softcap_over_scale = 0.0f;
+  float scale_over_softcap = 0.0f;
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,82 @@
+// Persistent tile scheduler: grid = min(#tiles, #SMs). A tile is (query block of kBlockM rows,
+// query head, batch entry).
+//
+// Tile order (the sequence index t):
+//   * heads are taken in groups of `heads_per_group` (b*Hq + h consecutive), sized on the host so
+//     one group's K/V fit comfortably in L2: the CTAs running at the same time share them;
+//   * inside a group, query blocks go from the last to the first (longest first: with causal masks
+//     the last query blocks see the most keys), all heads of the group at one query block before
+//     the next block.
+// Assignment: wave w (tiles w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves
+// CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest tiles of a
+// wave gets one of the shortest of the next: a static approximation of longest-processing-time
+// scheduling that needs no global counter (and so stays correct with concurrent launches).
+#pragma once
+
+#include "common/host_device.hpp"
+#include "sm90/params.hpp"
+
+namespace flashcore::sm90 {
+
+struct Tile {
+  int m_block = 0;
+  int head = 0;
+  int batch = 0;
+};
+
+// The KV blocks [n_first, n_last] a query tile visits (inclusive; empty when n_last < n_first).
+struct KvRange {
+  int n_first = 0;
+  int n_last = -1;
+  FC_DEVICE bool empty() const { return n_last < n_first; }
+  FC_DEVICE int count() const { return n_last - n_first + 1; }
+};
+
+template <int kBlockM, int kBlockN>
+struct StaticPersistentScheduler {
+  const KernelParams& params;
+  int wave = 0;
+  int tile_index;  // sequence index t of the current tile (may be >= num_tiles in the last wave)
+
+  FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p) : params(p) { tile_index = slot(0); }
+
+  FC_DEVICE int slot(int w) const {
+    const int offset = (w & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    return w * (int)gridDim.x + offset;
+  }
+  // More waves to visit. In the last wave some CTAs get no tile: has_tile() is false for them.
+  FC_DEVICE bool valid() const { return wave * (int)gridDim.x < params.num_tiles; }
+  FC_DEVICE bool has_tile() const { return tile_index < params.num_tiles; }
+  FC_DEVICE void next() { tile_index = slot(++wave); }
+
+  FC_DEVICE Tile tile() const {
+    const int group_tiles = params.heads_per_group * params.num_m_blocks;
+    const int group = tile_index / group_tiles;
+    const int first_head = group * params.heads_per_group;  // b * Hq + h of the group's first head
+    const int total_heads = params.batch * params.heads_q;
+    const int group_heads = min(params.heads_per_group, total_heads - first_head);
+    const int within = tile_index - group * group_tiles;
+    Tile t;
+    t.m_block = params.num_m_blocks - 1 - within / group_heads;
+    const int head_index = first_head + within % group_heads;
+    t.head = head_index % params.heads_q;
+    t.batch = head_index / params.heads_q;
+    return t;
+  }
+
+  // Union of the visible keys of the tile's rows (contiguous because each row's window is an
+  // interval sliding by one key per row), in KV blocks.
+  FC_DEVICE KvRange kv_range(const Tile& t) const {
+    KvRange r;
+    const int row_first = t.m_block * kBlockM;
+    const int row_last = min(row_first + kBlockM, params.seqlen_q) - 1;
+    const int key_first = params.mask.first_key(row_first);
+    const int key_last = params.mask.last_key(row_last);
+    if (key_last < key_first) return r;  // also covers Sk == 0 (last_key < 0)
+    r.n_first = key_first / kBlockN;
+    r.n_last = key_last / kBlockN;
+    return r;
+  }
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,115 @@
+// Online softmax on a consumer thread's slice of the S = Q K^T accumulator.
+//
+// wgmma accumulator layout (m64nN, tensor-core notes §2): thread (warp w, lane l, g = l/4, t = l%4)
+// holds acc[i] at row 16w + g + 8*((i>>1)&1), column 8*(i>>2) + 2t + (i&1). So each thread owns two
+// rows (local row 0 and 1) and the 4 threads of a quad share them: row reductions are a thread-local
+// pass plus two quad shuffles.
+//
+// Scores stay in dot units; the scale and log2(e) are folded into one FFMA before exp2 (params.hpp).
+#pragma once
+
+#include <cmath>
+
+#include "attention/mask.hpp"
+#include "common/host_device.hpp"
+
+namespace flashcore::sm90 {
+
+FC_DEVICE float fast_exp2(float x) {  // ex2.approx: 2 ulp, -inf -> +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+FC_DEVICE int acc_row(int i) { return (i >> 1) & 1; }                  // local row 0/1 of acc[i]
+FC_DEVICE int acc_col(int i, int quad_lane) { return 8 * (i >> 2) + 2 * quad_lane + (i & 1); }
+
+FC_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+FC_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// dot <- softcap_over_scale * tanh(dot * scale_over_softcap): ScoreTransform's softcap in dot units.
+template <int kAcc>
+FC_DEVICE void apply_softcap(float* s, float softcap_over_scale, float scale_over_softcap) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) s[i] = softcap_over_scale * tanhf(s[i] * scale_over_softcap);
+}
+
+// Scores of invisible (query, key) pairs, keys past Sk included, become -inf.
+// `row0`: this thread's local row 0 as a query index; `col0`: the key of column 2t in this block.
+template <int kAcc>
+FC_DEVICE void apply_mask(float* s, const attn::VisibilityMask& mask, int row0, int col0) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key_lo = mask.first_key(row0 + 8 * r);
+    const int key_hi = mask.last_key(row0 + 8 * r);
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      if (acc_row(i) != r) continue;
+      const int key = col0 + 8 * (i >> 2) + (i & 1);
+      if (key < key_lo || key > key_hi) s[i] = -INFINITY;
+    }
+  }
+}
+
+struct OnlineSoftmax {
+  float row_max[2];  // running max of the visible dots of each row (-inf: nothing visible yet)
+  float row_sum[2];  // this thread's partial sum of exp2((dot - row_max) * scale_log2)
+
+  FC_DEVICE void init() {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.0f;
+  }
+
+  // Folds one block of scores in: updates the running max, turns s into unnormalized
+  // probabilities in place, and returns in `o_factor` what the rows of O (and the sums) must be
+  // multiplied by to move to the new max.
+  template <int kAcc>
+  FC_DEVICE void update(float* s, float scale_log2, float (&o_factor)[2]) {
+    float block_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
+    float max_scaled[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(row_max[r], quad_max(block_max[r]));
+      // A row that has seen no visible key keeps max -inf; use 0 so that exp2 gives 0, not NaN.
+      const float max_use = new_max == -INFINITY ? 0.0f : new_max;
+      o_factor[r] = fast_exp2((row_max[r] - max_use) * scale_log2);  // old max -inf: factor 0
+      row_max[r] = new_max;
+      row_sum[r] *= o_factor[r];
+      max_scaled[r] = max_use * scale_log2;
+    }
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      s[i] = fast_exp2(fmaf(s[i], scale_log2, -max_scaled[acc_row(i)]));
+      row_sum[acc_row(i)] += s[i];
+    }
+  }
+
+  // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural
+  // log-sum-exp of the scaled scores (-inf for such a row).
+  FC_DEVICE void finalize(float scale, float (&inv_sum)[2], float (&lse)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const bool empty = sum == 0.0f || row_max[r] == -INFINITY;
+      inv_sum[r] = empty ? 0.0f : 1.0f / sum;
+      lse[r] = empty ? -INFINITY : row_max[r] * scale + logf(sum);
+    }
+  }
+};
+
+// O rows *= factor (O's accumulator has the same row mapping as S's).
+template <int kAcc>
+FC_DEVICE void scale_rows(float* o, const float (&factor)[2]) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) o[i] *= factor[acc_row(i)];
+}
+
+}  // namespace flashcore::sm90
