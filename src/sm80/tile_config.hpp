@@ -8,7 +8,7 @@
 //   Each warp owns block_m / warps query rows (one or two m16 MMA tiles). Two m16 tiles per warp
 //   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
 //   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
-//   The -Xptxas -v report for every entry is in docs/perf-notes-sm80.md: no spills on sm_90a; on
+//   The -Xptxas -v report for every entry is in docs/perf-notes.md (sm80 section): no spills on sm_90a; on
 //   sm_80 only d128 spills (40 B), a trade measured on the H200 only (see the d128 entry).
 //   Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
