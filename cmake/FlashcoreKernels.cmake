@@ -25,7 +25,8 @@ function(flashcore_set_cuda_arch_flags)
   if(FLASHCORE_PTXAS_VERBOSE)
     list(APPEND flags "-Xptxas=-v")
   endif()
-  set_source_files_properties(${srcs} DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTIES COMPILE_OPTIONS "${flags}")
+  # Source properties are per directory: set them where the calling target lives.
+  set_source_files_properties(${srcs} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTIES COMPILE_OPTIONS "${flags}")
 endfunction()
 
 # Collects the selected instantiation units of one path and the definitions that announce them.

@@ -35,7 +35,7 @@ enum class Schedule : int {
 template <int kDqk, int kDv>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
-// Choices below were measured on an H200 (docs/perf-notes-sm90.md, 2026-11-22): d64 and d256 run
+// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d64 and d256 run
 // faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
 // S/P fragments without spills); d128 is fastest at 128 with the overlap schedule.
 template <>

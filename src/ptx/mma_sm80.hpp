@@ -1,0 +1,87 @@
+// Thin inline-PTX wrappers for the sm80 (Ampere) tensor-core path: mma.sync m16n8k16, ldmatrix,
+// cp.async. One instruction each; fragment layouts are in docs tensor-core-notes section 1.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/host_device.hpp"
+
+namespace flashcore::ptx {
+
+// Shared-memory address (32-bit, .shared window) of a generic pointer into shared memory.
+FC_DEVICE uint32_t smem_address(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// Four 8x8 b16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, which lands in reg j.
+FC_DEVICE void ldmatrix_x4(uint32_t (&regs)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
+               : "r"(smem_addr));
+}
+
+// The same, each matrix transposed on the way (V stored [key][dim] used as the k-major B operand).
+FC_DEVICE void ldmatrix_x4_trans(uint32_t (&regs)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
+               : "r"(smem_addr));
+}
+
+// 16-byte global -> shared copy that bypasses L1. When `valid` is false no byte is read and the
+// 16 destination bytes are zero-filled (src_size = 0): this is how sequence tails are padded.
+FC_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem_ptr, bool valid) {
+  const int src_size = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem_ptr),
+               "r"(src_size));
+}
+
+// Closes the group of cp.async issued since the previous commit.
+FC_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most `kPending` committed groups are still in flight (this thread's copies only;
+// a barrier must follow before other threads read the data).
+template <int kPending>
+FC_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// D += A * B for one m16n8k16 tile, fp32 accumulators. A: 4 regs (row-major 16x16),
+// B: 2 regs (col-major 16x8), C/D: 4 floats.
+FC_DEVICE void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+FC_DEVICE void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                            __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two floats -> one register of two 16-bit values, `lo` in the low half (lower column), RN.
+FC_DEVICE uint32_t pack2(float lo, float hi, __half) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+FC_DEVICE uint32_t pack2(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 2^x with the SFU (ex2.approx.ftz): ~2 ulp, 2^-inf = +0. The softmax folds log2(e) into its scale.
+FC_DEVICE float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace flashcore::ptx

@@ -1,0 +1,175 @@
+// The sm80 path's entry in the dispatch table: supports() says exactly why a call cannot run here
+// (device, dtype, head dims of this build, architecture, alignment, shared memory), run() picks the
+// instantiation for (Dqk, Dv, dtype).
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "api/paths.hpp"
+#include "sm80/launch_fwd.hpp"
+#include "sm80/tile_config.hpp"
+
+namespace flashcore::detail {
+
+namespace {
+
+using LaunchFn = Status (*)(const AttentionParams&, cudaStream_t);
+
+struct Instantiation {
+  int head_dim_qk;
+  int head_dim_v;
+  DType dtype;
+  LaunchFn launch;
+};
+
+#define FC_SM80_FP16(QK, V) {QK, V, DType::kFloat16, &sm80::launch_fwd<QK, V, __half>},
+#define FC_SM80_BF16(QK, V) {QK, V, DType::kBFloat16, &sm80::launch_fwd<QK, V, __nv_bfloat16>},
+
+// What this build compiled (CMake defines FLASHCORE_HAS_SM80_D<QK>_<V>_<DTYPE> per unit).
+constexpr Instantiation kInstantiations[] = {
+#if FLASHCORE_HAS_SM80_D32_32_FP16
+    FC_SM80_FP16(32, 32)
+#endif
+#if FLASHCORE_HAS_SM80_D32_32_BF16
+    FC_SM80_BF16(32, 32)
+#endif
+#if FLASHCORE_HAS_SM80_D64_64_FP16
+    FC_SM80_FP16(64, 64)
+#endif
+#if FLASHCORE_HAS_SM80_D64_64_BF16
+    FC_SM80_BF16(64, 64)
+#endif
+#if FLASHCORE_HAS_SM80_D96_96_FP16
+    FC_SM80_FP16(96, 96)
+#endif
+#if FLASHCORE_HAS_SM80_D96_96_BF16
+    FC_SM80_BF16(96, 96)
+#endif
+#if FLASHCORE_HAS_SM80_D128_128_FP16
+    FC_SM80_FP16(128, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D128_128_BF16
+    FC_SM80_BF16(128, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D192_192_FP16
+    FC_SM80_FP16(192, 192)
+#endif
+#if FLASHCORE_HAS_SM80_D192_192_BF16
+    FC_SM80_BF16(192, 192)
+#endif
+#if FLASHCORE_HAS_SM80_D256_256_FP16
+    FC_SM80_FP16(256, 256)
+#endif
+#if FLASHCORE_HAS_SM80_D256_256_BF16
+    FC_SM80_BF16(256, 256)
+#endif
+#if FLASHCORE_HAS_SM80_D192_128_FP16
+    FC_SM80_FP16(192, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D192_128_BF16
+    FC_SM80_BF16(192, 128)
+#endif
+    {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
+};
+
+#undef FC_SM80_FP16
+#undef FC_SM80_BF16
+
+const Instantiation* find_instantiation(const AttentionParams& p) {
+  for (const Instantiation& inst : kInstantiations) {
+    if (inst.launch != nullptr && inst.head_dim_qk == p.head_dim_qk && inst.head_dim_v == p.head_dim_v &&
+        inst.dtype == p.dtype) {
+      return &inst;
+    }
+  }
+  return nullptr;
+}
+
+std::string built_list() {
+  std::string out;
+  for (const Instantiation& inst : kInstantiations) {
+    if (inst.launch == nullptr) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(inst.head_dim_qk) + "/" + std::to_string(inst.head_dim_v) + " " + dtype_name(inst.dtype);
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Whether this build holds machine code that runs on compute capability major.minor: SASS for
+// sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.)
+bool built_for_device(int major, int minor) {
+  const std::string archs = FLASHCORE_ARCHS;  // e.g. "80,90a"
+  size_t pos = 0;
+  while (pos <= archs.size()) {
+    const size_t end = archs.find(',', pos) == std::string::npos ? archs.size() : archs.find(',', pos);
+    const std::string arch = archs.substr(pos, end - pos);
+    pos = end + 1;
+    if (arch.size() < 2) continue;
+    const int a_major = arch[0] - '0';
+    const int a_minor = arch[1] - '0';
+    if (a_major == major && a_minor <= minor && (major == 8 || a_minor == minor)) return true;
+  }
+  return false;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
+  if (!d.has_device || d.pointers_on_host) return "the sm80 path needs a CUDA device and device pointers";
+  if (p.dtype == DType::kFloat32) return "fp32 not supported by sm80 path (the naive GPU path computes fp32)";
+  if (d.cc_major < 8) {
+    return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + ")";
+  }
+  if (!built_for_device(d.cc_major, d.cc_minor)) {
+    return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
+  }
+  if (find_instantiation(p) == nullptr) {
+    return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
+           dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " + built_list() + ")";
+  }
+  const int smem = sm80::smem_bytes(p.head_dim_qk, p.head_dim_v);
+  if (size_t(smem) > d.max_smem_per_block_optin) {
+    return "the sm80 kernel for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
+           " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
+           std::to_string(d.max_smem_per_block_optin);
+  }
+  // 16-byte vector loads/stores: every row start must be 16-byte aligned.
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t strides[3];
+  } tensors[] = {
+      {"q", p.q, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride}},
+      {"k", p.k, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride}},
+      {"v", p.v, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride}},
+      {"o", p.o, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}},
+  };
+  for (const auto& t : tensors) {
+    bool ok = aligned16(t.ptr);
+    for (int64_t s : t.strides) ok = ok && s % 8 == 0;
+    if (!ok) {
+      return std::string(t.name) +
+             ": the sm80 path needs a 16-byte aligned base and batch/seq/head strides that are multiples "
+             "of 8 elements";
+    }
+  }
+  if (p.batch > 65535 || p.heads_q > 65535) return "the sm80 path launches at most 65535 batch entries and heads";
+  return "";
+}
+
+Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
+  const Instantiation* inst = find_instantiation(p);
+  if (inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
+  return inst->launch(p, stream);
+}
+
+}  // namespace
+
+PathOps sm80_path() { return {KernelPath::kSm80, &sm80_supports, &sm80_run}; }
+
+}  // namespace flashcore::detail
