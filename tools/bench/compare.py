@@ -31,6 +31,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -258,9 +259,11 @@ def sdpa_runner(cfg: Config, impl: str, sample: Inputs) -> Callable[[Inputs], to
             run(sample)
             torch.cuda.synchronize()
         except RuntimeError as err:
-            # torch warns "<backend> kernel not used because:" and then one warning per reason.
-            reasons = [_first_line(w.message, 200) for w in caught
-                       if not str(w.message).rstrip().endswith("because:")]
+            # torch warns "<backend> kernel not used because:" and then one warning per reason, each
+            # followed by "(Triggered internally at <file>:<line>.)".
+            messages = [re.sub(r"\s*\(Triggered internally at [^)]*\)\s*$", "", str(w.message)).strip()
+                        for w in caught]
+            reasons = [_first_line(m, 200) for m in messages if m and not m.endswith("because:")]
             raise NotAvailable("; ".join(reasons[:2]) if reasons else _first_line(err)) from None
     return run
 
