@@ -4,6 +4,10 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
+#                           [--python | --python-only] [--compare quick|standard]
+#
+# --python installs the Python package (pip, pruned to 90a), runs its pytest suite, and with
+# --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention).
 #
 # Set FLASHCORE_COMMIT to the commit being checked (the device copy has no .git).
 set -uo pipefail
@@ -11,11 +15,21 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 BENCH=standard
-SAN_FILTER='-*Large*'
+# Sanitizers run on a representative subset of each suite (they slow kernels 10-100x): every
+# naive-reference and device-validation test, the sm80 sanitizer case (every feature, small
+# shapes), sm90 sweep cases with tails (Sq 65/Sk 300 causal, Sq 7/Sk 1, all head dims and dtypes),
+# and the softmax ladder's correctness sweep.
+SAN_FILTER='NaiveGpu.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Supports.*:Sm90Supports.*:All/Sm90Sweep.*Sq65_*:All/Sm90Sweep.*Sq7_*:Softmax/SoftmaxVariantTest.MatchesFp64*:SoftmaxGpu.*-*Large*:SoftmaxGpu.OneVeryLong*'
+PYTHON=0
+CPP=1
+COMPARE=none
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) BENCH=$2; shift 2 ;;
     --sanitize-filter) SAN_FILTER=$2; shift 2 ;;
+    --python) PYTHON=1; shift ;;
+    --python-only) PYTHON=1; CPP=0; shift ;;
+    --compare) COMPARE=$2; shift 2 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -29,6 +43,7 @@ t0=$(date +%s)
   > "$OUT/device.txt" 2>&1
 DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 
+if [ $CPP = 1 ]; then
 # ---- ceilings: copy bandwidth and matmul rate, measured in this run ------------------------------
 python3 tools/bench/ceilings.py --out "$OUT/ceilings.json" > "$OUT/ceilings.log" 2>&1 &&
   add ceilings "$(grep -E 'copy|bfloat16' "$OUT/ceilings.log" | sed 's/ceiling //' | tr '\n' ' ')"
@@ -59,7 +74,7 @@ GPU_TESTS=$BUILD/tests/flashcore_gpu_tests
 if [ -x "$GPU_TESTS" ]; then
   for tool in memcheck racecheck; do
     t2=$(date +%s)
-    compute-sanitizer --tool $tool --error-exitcode 99 "$GPU_TESTS" --gtest_filter="$SAN_FILTER" \
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 "$GPU_TESTS" --gtest_filter="$SAN_FILTER" \
       > "$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
     errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)
@@ -70,16 +85,41 @@ fi
 # ---- benchmark ---------------------------------------------------------------------------------
 if [ "$BENCH" != none ]; then
   t3=$(date +%s)
-  "$BUILD/tools/bench/flashcore-bench" --suite "$BENCH" --json "$OUT/bench.json" --md "$OUT/bench.md" \
+  timeout 200 "$BUILD/tools/bench/flashcore-bench" --suite "$BENCH" --json "$OUT/bench.json" --md "$OUT/bench.md" \
     --csv "$OUT/bench.csv" > "$OUT/bench.log" 2>&1
   add benchmark "rc=$? ($(( $(date +%s) - t3 )) s)"
+fi
+
+fi  # CPP
+
+# ---- Python package, its tests, the comparison report --------------------------------------------
+if [ $PYTHON = 1 ]; then
+  t4=$(date +%s)
+  if CMAKE_BUILD_PARALLEL_LEVEL=16 timeout 200 python3 -m pip install -q --no-build-isolation --no-deps . \
+       --config-settings=cmake.define.FLASHCORE_CUDA_ARCHS=90a \
+       --config-settings=cmake.define.FLASHCORE_HEAD_DIMS="64;128" > "$OUT/pip.log" 2>&1; then
+    add "python install" "ok ($(( $(date +%s) - t4 )) s)"
+    t5=$(date +%s)
+    (cd /tmp && timeout 200 python3 -m pytest -q -n 4 -p no:cacheprovider "$OLDPWD/tests/python") > "$OUT/pytest.log" 2>&1
+    add pytest "$(grep -E '[0-9]+ (passed|failed)' "$OUT/pytest.log" | tail -1) ($(( $(date +%s) - t5 )) s)"
+    if [ "$COMPARE" != none ]; then
+      t6=$(date +%s)
+      flag=""; [ "$COMPARE" = quick ] && flag="--quick"
+      mkdir -p "$OUT/report"
+      timeout 240 python3 tools/bench/compare.py $flag --out "$OUT/report" > "$OUT/compare.log" 2>&1
+      add compare "rc=$? ($(( $(date +%s) - t6 )) s)"
+    fi
+  else
+    add "python install" "FAILED (see pip.log)"
+  fi
 fi
 
 {
   echo "==== flashcore device check: $DEVICE, commit $FLASHCORE_COMMIT, $(date -u +%FT%TZ) ===="
   [ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
   [ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
+  [ -f "$OUT/report/report.md" ] && head -40 "$OUT/report/report.md"
   printf '%s\n' "${summary[@]}"
 } | tee "$OUT/summary.txt"
 # The device tool returns at most 8 files: keep the summary and the reports, bundle the logs.
-( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log device.txt failed-tests.txt 2>/dev/null ; true )
+( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log bench.csv device.txt failed-tests.txt 2>/dev/null ; true )
