@@ -31,6 +31,7 @@ extern "C" {
 #define FC_SOFTMAX_VARIANT_ROW_PER_WARP 5
 #define FC_SOFTMAX_VARIANT_ROW_PER_BLOCK 6
 #define FC_SOFTMAX_VARIANT_MULTI_BLOCK 7
+#define FC_SOFTMAX_VARIANT_ROW_IN_SHARED_MEM 8
 
 /* y[r, :] = softmax(x[r, :]), lse[r] = log(sum(exp(x[r, :]))) (lse may be NULL).
  * stream: a cudaStream_t, or NULL for the default stream. Returns FC_SOFTMAX_OK or an error code. */

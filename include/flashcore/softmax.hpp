@@ -27,13 +27,17 @@ enum class SoftmaxVariant : int {
   kRowPerWarp = 5,          // a warp per row, row held in registers: cols <= 1024
   kRowPerBlock = 6,         // a block per row, row held in registers: cols <= 32768
   kMultiBlock = 7,          // a row split over blocks, partial (max, sum) combined by a 2nd kernel
+  kRowInSharedMem = 8,      // a block per row, row staged in shared memory: cols * dtype size <= 128 KiB
 };
 
-inline constexpr int kSoftmaxVariantCount = 8;
+inline constexpr int kSoftmaxVariantCount = 9;
 
 // Largest rows the register-resident variants hold.
 inline constexpr int64_t kSoftmaxRowPerWarpMaxCols = 1024;
 inline constexpr int64_t kSoftmaxRowPerBlockMaxCols = 32768;
+// Largest row, in bytes (cols * dtype size), kRowInSharedMem stages: 32768 fp32 or 65536 fp16/bf16
+// columns (less on a device with less shared memory per block).
+inline constexpr int64_t kSoftmaxRowInSharedMemMaxBytes = 128 * 1024;
 
 const char* softmax_variant_name(SoftmaxVariant variant);
 

@@ -20,6 +20,7 @@ struct SoftmaxProblem {
   DType dtype = DType::kFloat32;
   cudaStream_t stream = nullptr;
   int sm_count = 0;  // of the current device
+  int64_t max_shared_bytes_per_block = 0;  // of the current device, with the per-kernel opt-in
 };
 
 inline constexpr int kVectorBytes = 16;  // one 128-bit load/store
@@ -36,6 +37,11 @@ Status launch_online(const SoftmaxProblem& problem);                // step4_onl
 Status launch_row_per_warp(const SoftmaxProblem& problem);          // step5_row_per_warp.cu
 Status launch_row_per_block(const SoftmaxProblem& problem);         // step6_row_per_block.cu
 Status launch_multi_block(const SoftmaxProblem& problem);           // step7_multi_block.cu
+Status launch_row_in_shared_mem(const SoftmaxProblem& problem);     // step8_row_in_shared_mem.cu
+
+// The longest row (in bytes) kRowInSharedMem stages on this device: kSoftmaxRowInSharedMemMaxBytes
+// or less where the device has less shared memory per block.
+int64_t row_in_shared_mem_max_bytes(const SoftmaxProblem& problem);  // step8_row_in_shared_mem.cu
 
 // The fp64 CPU path (softmax_cpu.cpp): host pointers, synchronous, any sizes.
 void softmax_cpu(const void* x, void* y, float* lse, int64_t rows, int64_t cols, DType dtype);

@@ -19,6 +19,7 @@ const char* softmax_variant_name(SoftmaxVariant variant) {
     case SoftmaxVariant::kRowPerWarp: return "row_per_warp";
     case SoftmaxVariant::kRowPerBlock: return "row_per_block";
     case SoftmaxVariant::kMultiBlock: return "multi_block";
+    case SoftmaxVariant::kRowInSharedMem: return "row_in_smem";
   }
   return "unknown";
 }
@@ -104,9 +105,16 @@ Status validate_arguments(const void* x, const void* y, const float* lse, int64_
   return Status::Ok();
 }
 
+bool row_fits_shared_mem(const SoftmaxProblem& p) {
+  return p.cols * dtype_size(p.dtype) <= softmax::row_in_shared_mem_max_bytes(p);
+}
+
 SoftmaxVariant auto_variant(const SoftmaxProblem& p) {
   if (p.cols <= kSoftmaxRowPerWarpMaxCols) return SoftmaxVariant::kRowPerWarp;
   if (p.rows < p.sm_count && p.cols >= kMultiBlockMinCols) return SoftmaxVariant::kMultiBlock;
+  // 16-bit rows: registers hold a long row only in one big block per SM (step 6); shared memory
+  // keeps several rows per SM in flight. fp32 rows already reach copy bandwidth in registers.
+  if (p.dtype != DType::kFloat32 && row_fits_shared_mem(p)) return SoftmaxVariant::kRowInSharedMem;
   if (p.cols <= kSoftmaxRowPerBlockMaxCols) return SoftmaxVariant::kRowPerBlock;
   return SoftmaxVariant::kOnline;
 }
@@ -125,7 +133,7 @@ Status resolve_device_variant(const SoftmaxProblem& p, SoftmaxVariant requested,
             "multiple of " + std::to_string(vec) + " for " + dtype_name(p.dtype) + " (got x % 16 = " +
             std::to_string(reinterpret_cast<uintptr_t>(p.x) % 16) + ", y % 16 = " +
             std::to_string(reinterpret_cast<uintptr_t>(p.y) % 16) + ", cols = " + std::to_string(p.cols) +
-            "); auto, online, row_per_warp, row_per_block and multi_block take any alignment");
+            "); auto, online, row_per_warp, row_per_block, multi_block and row_in_smem take any alignment");
       }
       break;
     case SoftmaxVariant::kRowPerWarp:
@@ -138,6 +146,14 @@ Status resolve_device_variant(const SoftmaxProblem& p, SoftmaxVariant requested,
       if (p.cols > kSoftmaxRowPerBlockMaxCols) {
         return Status::Unsupported("cols: variant row_per_block holds a row in one block's registers and needs cols <= " +
                                    std::to_string(kSoftmaxRowPerBlockMaxCols) + " (got " + std::to_string(p.cols) + ")");
+      }
+      break;
+    case SoftmaxVariant::kRowInSharedMem:
+      if (!row_fits_shared_mem(p)) {
+        return Status::Unsupported("cols: variant row_in_smem stages a row in shared memory and needs cols * " +
+                                   std::to_string(dtype_size(p.dtype)) + " bytes <= " +
+                                   std::to_string(softmax::row_in_shared_mem_max_bytes(p)) + " (got cols = " +
+                                   std::to_string(p.cols) + ", " + dtype_name(p.dtype) + ")");
       }
       break;
     default:
@@ -156,6 +172,7 @@ Status launch_variant(const SoftmaxProblem& p, SoftmaxVariant variant) {
     case SoftmaxVariant::kRowPerWarp: return softmax::launch_row_per_warp(p);
     case SoftmaxVariant::kRowPerBlock: return softmax::launch_row_per_block(p);
     case SoftmaxVariant::kMultiBlock: return softmax::launch_multi_block(p);
+    case SoftmaxVariant::kRowInSharedMem: return softmax::launch_row_in_shared_mem(p);
     case SoftmaxVariant::kAuto: break;
   }
   return Status::Internal("softmax: no launcher for variant " + std::string(softmax_variant_name(variant)));
@@ -167,7 +184,9 @@ Status make_device_problem(const void* x, void* y, float* lse, int64_t rows, int
   FC_CUDA_RETURN(cudaGetDevice(&device));
   int sm_count = 0;
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  *problem = SoftmaxProblem{x, y, lse, rows, cols, dtype, stream, sm_count};
+  int max_shared_bytes = 0;
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&max_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  *problem = SoftmaxProblem{x, y, lse, rows, cols, dtype, stream, sm_count, max_shared_bytes};
   return Status::Ok();
 }
 

@@ -34,7 +34,7 @@ constexpr double kLowPrecisionFloor = 1e-6;    // below the 16-bit rounding erro
 const SoftmaxVariant kAllVariants[] = {
     SoftmaxVariant::kAuto,        SoftmaxVariant::kSharedMemReduction, SoftmaxVariant::kWarpShuffle,
     SoftmaxVariant::kVectorized,  SoftmaxVariant::kOnline,             SoftmaxVariant::kRowPerWarp,
-    SoftmaxVariant::kRowPerBlock, SoftmaxVariant::kMultiBlock};
+    SoftmaxVariant::kRowPerBlock, SoftmaxVariant::kMultiBlock,         SoftmaxVariant::kRowInSharedMem};
 const DType kAllDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
 uint32_t poison_bits(DType dtype) {
@@ -225,6 +225,8 @@ bool expect_unsupported(SoftmaxVariant variant, int64_t cols, DType dtype, int64
     case SoftmaxVariant::kVectorized: return cols % vec != 0 || (offset_elems * dtype_size(dtype)) % 16 != 0;
     case SoftmaxVariant::kRowPerWarp: return cols > kSoftmaxRowPerWarpMaxCols;
     case SoftmaxVariant::kRowPerBlock: return cols > kSoftmaxRowPerBlockMaxCols;
+    // Every sm_80+ device opts in to more than 128 KiB of shared memory per block.
+    case SoftmaxVariant::kRowInSharedMem: return cols * dtype_size(dtype) > kSoftmaxRowInSharedMemMaxBytes;
     default: return false;
   }
 }
@@ -247,7 +249,9 @@ void check_case(SoftmaxVariant variant, DType dtype, int64_t rows, int64_t cols,
   const RunResult run = run_on_device(to_storage(x, dtype), rows, cols, dtype, variant, offset_elems);
   if (expect_unsupported(variant, cols, dtype, offset_elems)) {
     expect_refused_and_untouched(run, rows, cols, dtype);
-    const char* rule = variant == SoftmaxVariant::kVectorized ? "16-byte" : "cols <=";
+    const char* rule = variant == SoftmaxVariant::kVectorized       ? "16-byte"
+                       : variant == SoftmaxVariant::kRowInSharedMem ? "bytes <="
+                                                                    : "cols <=";
     EXPECT_NE(run.status.message.find(rule), std::string::npos) << run.status.message;
     return;
   }
@@ -334,6 +338,18 @@ TEST(SoftmaxGpu, AutoResolvesToAConcreteVariantOnDevice) {
   SoftmaxVariant chosen = SoftmaxVariant::kAuto;
   ASSERT_TRUE(softmax_select_variant(x.ptr, y.ptr, 4, 1024, DType::kFloat32, SoftmaxVariant::kAuto, &chosen).ok());
   EXPECT_EQ(chosen, SoftmaxVariant::kRowPerWarp);
+  // Enough rows to fill the GPU (256 >= any SM count here): 16-bit rows are staged in shared memory,
+  // fp32 rows in registers.
+  const int64_t rows = 256, cols = 4096;
+  DeviceBuffer big_x(rows * cols * 4), big_y(rows * cols * 4);
+  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, cols, DType::kBFloat16, SoftmaxVariant::kAuto, &chosen).ok());
+  EXPECT_EQ(chosen, SoftmaxVariant::kRowInSharedMem);
+  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, cols, DType::kFloat32, SoftmaxVariant::kAuto, &chosen).ok());
+  EXPECT_EQ(chosen, SoftmaxVariant::kRowPerBlock);
+  const Status too_long = softmax_select_variant(big_x.ptr, big_y.ptr, 1, 65537, DType::kBFloat16,
+                                                 SoftmaxVariant::kRowInSharedMem, &chosen);
+  EXPECT_EQ(too_long.code, StatusCode::kUnsupported);
+  EXPECT_NE(too_long.message.find("bytes <= "), std::string::npos) << too_long.message;
   const Status refused = softmax_select_variant(x.ptr, y.ptr, 1, 4095, DType::kFloat32, SoftmaxVariant::kVectorized, &chosen);
   EXPECT_EQ(refused.code, StatusCode::kUnsupported);
   EXPECT_NE(refused.message.find("cols = 4095"), std::string::npos) << refused.message;

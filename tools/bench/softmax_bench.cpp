@@ -44,7 +44,7 @@ const Shape kShapes[] = {{1024, 1024}, {4096, 4096}, {8192, 32000}, {16, 1 << 20
 const SoftmaxVariant kVariants[] = {
     SoftmaxVariant::kSharedMemReduction, SoftmaxVariant::kWarpShuffle, SoftmaxVariant::kVectorized,
     SoftmaxVariant::kOnline,             SoftmaxVariant::kRowPerWarp,  SoftmaxVariant::kRowPerBlock,
-    SoftmaxVariant::kMultiBlock,         SoftmaxVariant::kAuto};
+    SoftmaxVariant::kMultiBlock,         SoftmaxVariant::kRowInSharedMem, SoftmaxVariant::kAuto};
 
 constexpr int kWarmupReplays = 3;
 constexpr double kL2Multiple = 3.0;  // input sets together at least this many L2s
