@@ -73,6 +73,9 @@ Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
   if (shared_bytes > kDefaultDynamicSharedBytes) {
     FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
   }
+  // Residency is the point of this step: ask for the largest shared-memory carve-out so the driver
+  // does not size the SM's L1/shared split for fewer blocks (x is streamed; L1 has nothing to keep).
+  FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   kernel<<<grid_for(p.rows), kThreads, size_t(shared_bytes), p.stream>>>(
       static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
   FC_CHECK_LAUNCH("row_in_shared_mem_kernel");
