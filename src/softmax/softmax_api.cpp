@@ -31,6 +31,10 @@ using softmax::SoftmaxProblem;
 // kAuto: fewer rows than SMs cannot fill the GPU with a block per row; rows at least this long are
 // then split across blocks (kMultiBlock) instead.
 constexpr int64_t kMultiBlockMinCols = 16384;
+// kAuto: 16-bit rows longer than this go to kRowInSharedMem. Above 8192 columns step 6 holds fewer
+// than four rows per SM (its 32 elements per thread cap the block count); measured: step 6 wins at
+// 4096 columns, step 8 at 32000 (docs/softmax.md).
+constexpr int64_t kSharedMemMinCols16Bit = 8192;
 
 bool is_known_dtype(DType dtype) {
   return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32;
@@ -112,9 +116,13 @@ bool row_fits_shared_mem(const SoftmaxProblem& p) {
 SoftmaxVariant auto_variant(const SoftmaxProblem& p) {
   if (p.cols <= kSoftmaxRowPerWarpMaxCols) return SoftmaxVariant::kRowPerWarp;
   if (p.rows < p.sm_count && p.cols >= kMultiBlockMinCols) return SoftmaxVariant::kMultiBlock;
-  // 16-bit rows: registers hold a long row only in one big block per SM (step 6); shared memory
-  // keeps several rows per SM in flight. fp32 rows already reach copy bandwidth in registers.
-  if (p.dtype != DType::kFloat32 && row_fits_shared_mem(p)) return SoftmaxVariant::kRowInSharedMem;
+  // Long 16-bit rows: step 6 holds them in registers only with few big blocks per SM (one at 32000
+  // columns), step 8 keeps several rows per SM in shared memory (measured on the H200: 97% of copy
+  // vs 77% at 8192x32000; at 4096 columns step 6 is 1-3% faster, so shorter rows stay there).
+  // fp32 rows reach copy bandwidth in registers (step 6 equal or ahead at 4096 and 32000 columns).
+  if (p.dtype != DType::kFloat32 && p.cols > kSharedMemMinCols16Bit && row_fits_shared_mem(p)) {
+    return SoftmaxVariant::kRowInSharedMem;
+  }
   if (p.cols <= kSoftmaxRowPerBlockMaxCols) return SoftmaxVariant::kRowPerBlock;
   return SoftmaxVariant::kOnline;
 }

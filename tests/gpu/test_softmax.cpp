@@ -332,19 +332,32 @@ TEST(SoftmaxGpu, OneVeryLongRowSplitAcrossBlocks) {
   }
 }
 
+// Enough rows of a long 16-bit row for kAuto to stage them in shared memory (step 8), aligned
+// (cp.async) and one element off (plain staged loads).
+TEST(SoftmaxGpu, AutoStagesLong16BitRowsInSharedMemory) {
+  FC_REQUIRE_SM(80);
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t offset_elems : {int64_t(0), int64_t(1)}) {
+      check_case(SoftmaxVariant::kAuto, dtype, /*rows=*/160, /*cols=*/32000, offset_elems, 21u);
+    }
+  }
+}
+
 TEST(SoftmaxGpu, AutoResolvesToAConcreteVariantOnDevice) {
   FC_REQUIRE_SM(80);
   DeviceBuffer x(4096 * 4), y(4096 * 4);
   SoftmaxVariant chosen = SoftmaxVariant::kAuto;
   ASSERT_TRUE(softmax_select_variant(x.ptr, y.ptr, 4, 1024, DType::kFloat32, SoftmaxVariant::kAuto, &chosen).ok());
   EXPECT_EQ(chosen, SoftmaxVariant::kRowPerWarp);
-  // Enough rows to fill the GPU (256 >= any SM count here): 16-bit rows are staged in shared memory,
-  // fp32 rows in registers.
-  const int64_t rows = 256, cols = 4096;
-  DeviceBuffer big_x(rows * cols * 4), big_y(rows * cols * 4);
-  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, cols, DType::kBFloat16, SoftmaxVariant::kAuto, &chosen).ok());
+  // Enough rows to fill the GPU (256 >= any SM count here): long 16-bit rows are staged in shared
+  // memory; 4096-wide 16-bit rows and fp32 rows stay in registers.
+  const int64_t rows = 256, long_cols = 32000;
+  DeviceBuffer big_x(rows * long_cols * 4), big_y(rows * long_cols * 4);
+  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, long_cols, DType::kBFloat16, SoftmaxVariant::kAuto, &chosen).ok());
   EXPECT_EQ(chosen, SoftmaxVariant::kRowInSharedMem);
-  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, cols, DType::kFloat32, SoftmaxVariant::kAuto, &chosen).ok());
+  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, 4096, DType::kFloat16, SoftmaxVariant::kAuto, &chosen).ok());
+  EXPECT_EQ(chosen, SoftmaxVariant::kRowPerBlock);
+  ASSERT_TRUE(softmax_select_variant(big_x.ptr, big_y.ptr, rows, long_cols, DType::kFloat32, SoftmaxVariant::kAuto, &chosen).ok());
   EXPECT_EQ(chosen, SoftmaxVariant::kRowPerBlock);
   const Status too_long = softmax_select_variant(big_x.ptr, big_y.ptr, 1, 65537, DType::kBFloat16,
                                                  SoftmaxVariant::kRowInSharedMem, &chosen);
