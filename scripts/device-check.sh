@@ -104,9 +104,10 @@ if [ $PYTHON = 1 ]; then
     add pytest "$(grep -E '[0-9]+ (passed|failed)' "$OUT/pytest.log" | tail -1) ($(( $(date +%s) - t5 )) s)"
     if [ "$COMPARE" != none ]; then
       t6=$(date +%s)
-      flag=""; [ "$COMPARE" = quick ] && flag="--quick"
+      # report.json is rewritten after every row, so a run cut by the time limit keeps its rows.
+      flag=""; limit=450; [ "$COMPARE" = quick ] && { flag="--quick"; limit=240; }
       mkdir -p "$OUT/report"
-      timeout 240 python3 tools/bench/compare.py $flag --out "$OUT/report" > "$OUT/compare.log" 2>&1
+      timeout $limit python3 tools/bench/compare.py $flag --out "$OUT/report" > "$OUT/compare.log" 2>&1
       add compare "rc=$? ($(( $(date +%s) - t6 )) s)"
     fi
   else
