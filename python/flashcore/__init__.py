@@ -14,6 +14,7 @@ of this build/device runs, RuntimeError for CUDA failures.
 
 from . import _C
 from ._C import UnsupportedError, build_info
+from ._params import set_check_device_metadata
 
 __version__ = "0.1.0"
 
@@ -38,4 +39,4 @@ else:
                               "flashcore.host runs on numpy arrays")
         raise AttributeError(f"module 'flashcore' has no attribute {name!r}")
 
-__all__ = ["UnsupportedError", "build_info", *_TORCH_API]
+__all__ = ["UnsupportedError", "build_info", "set_check_device_metadata", *_TORCH_API]

@@ -154,6 +154,20 @@ def check_inputs(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, *, cu_seqlens_q: Opti
         _expect_last_dim_contiguous(alibi_slopes)
 
 
+# Whether a call with device-resident cu_seqlens / seqused_k copies them to the host to validate them
+# (one stream synchronization per call). flashcore.set_check_device_metadata(False) trusts them
+# instead, as flash-attn does: no sync, and bounds become the caller's promise. Graph capture never
+# reads them either way.
+check_device_metadata = True
+
+
+def set_check_device_metadata(enabled: bool) -> None:
+    """Validate device-resident cu_seqlens/seqused_k on every varlen call (True, default: one
+    stream sync per call) or trust them (False: no sync, as flash-attn)."""
+    global check_device_metadata
+    check_device_metadata = bool(enabled)
+
+
 def build_params(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, o: ArrayDesc, lse: Optional[ArrayDesc], *,
                  cu_seqlens_q: Optional[ArrayDesc] = None, cu_seqlens_k: Optional[ArrayDesc] = None,
                  seqused_k: Optional[ArrayDesc] = None, alibi_slopes: Optional[ArrayDesc] = None,
@@ -183,6 +197,7 @@ def build_params(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, o: ArrayDesc, lse: Op
         p.total_q, p.total_k = q.shape[0], k.shape[0]
         p.cu_seqlens_q, p.cu_seqlens_k = cu_seqlens_q.address, cu_seqlens_k.address
         p.seqused_k = seqused_k.address if seqused_k is not None else 0
+        p.check_device_metadata = check_device_metadata
         # [tokens, heads, dim]: no batch stride.
         p.q_seq_stride, p.q_head_stride = q.strides[0], q.strides[1]
         p.k_seq_stride, p.k_head_stride = k.strides[0], k.strides[1]

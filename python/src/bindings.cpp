@@ -180,7 +180,7 @@ PYBIND11_MODULE(_C, m) {
   FC_FIELD(head_dim_qk); FC_FIELD(head_dim_v); FC_FIELD(dtype);
   FC_FIELD(softmax_scale); FC_FIELD(softcap); FC_FIELD(alibi_batch_stride);
   FC_FIELD(causal); FC_FIELD(mask_align); FC_FIELD(window_left); FC_FIELD(window_right);
-  FC_FIELD(total_q); FC_FIELD(total_k); FC_FIELD(path); FC_FIELD(num_splits);
+  FC_FIELD(total_q); FC_FIELD(total_k); FC_FIELD(check_device_metadata); FC_FIELD(path); FC_FIELD(num_splits);
 #undef FC_FIELD
   params.def("is_varlen", &AttentionParams::is_varlen);
   params.def("effective_scale", &AttentionParams::effective_scale);

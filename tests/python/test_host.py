@@ -53,6 +53,27 @@ def test_params_round_trip_pointer_fields():
     assert math.isclose(p.effective_scale(), 1 / 8)
 
 
+def test_check_device_metadata_setting_reaches_varlen_params():
+    from flashcore import _params
+
+    q = np.zeros((5, 2, 16), dtype=np.float32)
+    kv = np.zeros((6, 2, 16), dtype=np.float32)
+    out = np.zeros((5, 2, 16), dtype=np.float32)
+    cu_q = np.array([0, 2, 5], dtype=np.int32)
+    cu_k = np.array([0, 3, 6], dtype=np.int32)
+    d = host.describe
+    args = (d("q", q), d("k", kv), d("v", kv), d("out", out), None)
+    kwargs = dict(cu_seqlens_q=d("cu_seqlens_q", cu_q), cu_seqlens_k=d("cu_seqlens_k", cu_k),
+                  max_seqlen_q=3, max_seqlen_k=3)
+    assert _params.build_params(*args, **kwargs).check_device_metadata is True
+    try:
+        flashcore.set_check_device_metadata(False)
+        assert _params.build_params(*args, **kwargs).check_device_metadata is False
+    finally:
+        flashcore.set_check_device_metadata(True)
+    assert _params.build_params(*args, **kwargs).check_device_metadata is True
+
+
 @pytest.mark.parametrize("sq,sk", [(1, 1), (7, 7), (65, 33), (33, 65), (1, 63)])
 def test_fp32_matches_fp64_oracle_for_odd_lengths(sq, sk):
     rng = np.random.default_rng(sq * 100 + sk)
