@@ -7,6 +7,13 @@
 
 namespace {
 
+// The C header spells the enum's values; keep them in step.
+using flashcore::SoftmaxVariant;
+static_assert(FC_SOFTMAX_VARIANT_AUTO == int(SoftmaxVariant::kAuto));
+static_assert(FC_SOFTMAX_VARIANT_MULTI_BLOCK == int(SoftmaxVariant::kMultiBlock));
+static_assert(FC_SOFTMAX_VARIANT_ROW_IN_SHARED_MEM == int(SoftmaxVariant::kRowInSharedMem));
+static_assert(FC_SOFTMAX_VARIANT_ROW_IN_SHARED_MEM + 1 == flashcore::kSoftmaxVariantCount);
+
 thread_local std::string g_last_error;
 
 int record(const flashcore::Status& status) {
