@@ -107,7 +107,9 @@ if [ $PYTHON = 1 ]; then
       # report.json is rewritten after every row, so a run cut by the time limit keeps its rows.
       flag=""; limit=450; [ "$COMPARE" = quick ] && { flag="--quick"; limit=240; }
       mkdir -p "$OUT/report"
-      timeout $limit python3 tools/bench/compare.py $flag --out "$OUT/report" > "$OUT/compare.log" 2>&1
+      [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
+      # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".
+      timeout $limit python3 tools/bench/compare.py $flag ${COMPARE_ARGS:-} --out "$OUT/report" > "$OUT/compare.log" 2>&1
       add compare "rc=$? ($(( $(date +%s) - t6 )) s)"
       if [ ! -f "$OUT/report/report.md" ] && [ -f "$OUT/report/report.json" ]; then  # cut short: render what ran
         python3 - "$OUT/report" <<'PY' >> "$OUT/compare.log" 2>&1
