@@ -96,8 +96,8 @@ fi  # CPP
 if [ $PYTHON = 1 ]; then
   t4=$(date +%s)
   if CMAKE_BUILD_PARALLEL_LEVEL=16 timeout 200 python3 -m pip install -q --no-build-isolation --no-deps . \
-       --config-settings=cmake.define.FLASHCORE_CUDA_ARCHS=90a \
-       --config-settings=cmake.define.FLASHCORE_HEAD_DIMS="64;128" > "$OUT/pip.log" 2>&1; then
+       --config-settings=cmake.define.FLASHCORE_CUDA_ARCHS=90a > "$OUT/pip.log" 2>&1; then
+    # (Every head dim is built: a pruned package makes the comparison report n/a on d256, 192/128.)
     add "python install" "ok ($(( $(date +%s) - t4 )) s)"
     t5=$(date +%s)
     (cd /tmp && timeout 200 python3 -m pytest -q -n 4 -p no:cacheprovider "$OLDPWD/tests/python") > "$OUT/pytest.log" 2>&1

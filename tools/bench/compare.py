@@ -274,8 +274,12 @@ _FLEX_COMPILED = None
 def flex_runner(cfg: Config, sample: Inputs) -> Callable[[Inputs], torch.Tensor]:
     global _FLEX_COMPILED
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    if _FLEX_COMPILED is None:
-        _FLEX_COMPILED = torch.compile(flex_attention, dynamic=False)
+    # One fresh compile per configuration. A single compiled function reused across the suite
+    # recompiles for every new shape and, past dynamo's recompile limit, silently falls back to
+    # eager flex_attention, which materializes the scores (seen on the H200 2026-11-22: ~8 TFLOPS
+    # and a 128 GiB allocation at S=16k after the eighth configuration).
+    torch._dynamo.reset()
+    _FLEX_COMPILED = torch.compile(flex_attention, dynamic=False)
     gqa = cfg.Hq != cfg.Hkv
     if cfg.varlen:  # packed sequences as one batch entry with a document mask
         doc = torch.repeat_interleave(torch.arange(len(cfg.varlen), device="cuda"),
