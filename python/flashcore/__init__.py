@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 _TORCH_API = (
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
     "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "attention", "path_support",
+    "softmax",
 )
 
 try:
@@ -31,7 +32,7 @@ except ImportError:  # numpy-only installs: the torch API explains itself when a
 if _torch is not None:
     from .interface import (attention, flash_attn_func, flash_attn_kvpacked_func,  # noqa: F401
                             flash_attn_qkvpacked_func, flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
-                            flash_attn_varlen_qkvpacked_func, path_support)
+                            flash_attn_varlen_qkvpacked_func, path_support, softmax)
 else:
     def __getattr__(name):
         if name in _TORCH_API:

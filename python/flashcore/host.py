@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _C
 from ._params import ArrayDesc, build_params, mask_align_code, output_shapes, path_code, window_bounds
+from ._softmax_args import KERNEL_DTYPE_CODES, rows_and_cols, variant_code
 
 _NUMPY_DTYPES = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32"}
 
@@ -92,3 +93,20 @@ def to_bf16_bits(x: np.ndarray) -> np.ndarray:
 def from_bf16_bits(bits: np.ndarray) -> np.ndarray:
     """bf16 bit patterns (uint16) -> float32."""
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def softmax(x, *, dtype: Optional[str] = None, return_lse: bool = False, variant: str = "auto"):
+    """Row softmax over the last dimension of a contiguous numpy array through the C++ library (host
+    memory runs its fp64 CPU path). fp32/fp16 arrays, or uint16 bf16 bit patterns with dtype='bf16'.
+    Returns y (same dtype and shape), and with return_lse the natural-log LSE per row (fp32,
+    shape x.shape[:-1])."""
+    xd = describe("x", x, dtype)
+    if xd.dtype not in KERNEL_DTYPE_CODES:
+        raise ValueError(f"x: dtype must be fp32, fp16 or bf16 (uint16 bits with dtype='bf16'), got {xd.dtype}")
+    rows, cols = rows_and_cols("x", xd.shape, xd.strides)
+    y = np.empty_like(x)
+    lse = np.empty(x.shape[:-1], dtype=np.float32)
+    _C.softmax_forward(xd.address, int(y.ctypes.data), int(lse.ctypes.data), rows, cols,
+                       KERNEL_DTYPE_CODES[xd.dtype], variant_code(variant), 0)
+    return (y, lse) if return_lse else y
+

@@ -160,3 +160,17 @@ def path_support(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, windo
                           window_right=window_right)
     return {PATH_NAMES[int(path)]: ("" if supported else reason)
             for path, supported, reason in ops._C.supports(params)}
+
+
+def softmax(x: Tensor, dim: int = -1, *, return_lse: bool = False, variant: str = "auto"):
+    """torch.softmax(x, dim) through flashcore's softmax ladder (fp32 math, fp32/fp16/bf16 in and out,
+    NaN-propagating like torch). With return_lse also returns the natural-log LSE of each softmaxed
+    row (fp32, x's shape without `dim`). `variant` picks a ladder step (see docs/softmax.md).
+    A non-last `dim` or a non-contiguous x is made contiguous first (one copy). Forward only."""
+    from ._softmax_args import variant_code
+    code = variant_code(variant)
+    moved = x.movedim(dim, -1)
+    y, lse = ops.softmax_op(moved.contiguous(), code)
+    y = y.movedim(-1, dim)
+    return (y, lse) if return_lse else y
+

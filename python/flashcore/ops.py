@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from . import _C
 from ._params import ArrayDesc, build_params, check_inputs, output_shapes
+from ._softmax_args import KERNEL_DTYPE_CODES, rows_and_cols
 
 _TORCH_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int32: "int32"}
 
@@ -136,3 +137,39 @@ def _backward(ctx, grad_out, grad_lse):
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ------------------------------------------------------------------------------------------------
+# flashcore::softmax — the standalone row-softmax ladder (docs/softmax.md)
+# ------------------------------------------------------------------------------------------------
+
+def _softmax_check(x: Tensor) -> Tuple[int, int]:
+    dtype = _dtype_name(x)
+    if dtype not in KERNEL_DTYPE_CODES:
+        raise ValueError(f"x: dtype must be float32, float16 or bfloat16, got {x.dtype}")
+    return rows_and_cols("x", tuple(x.shape), tuple(x.stride()))
+
+
+@torch.library.custom_op("flashcore::softmax", mutates_args=())
+def softmax_op(x: Tensor, variant: int) -> Tuple[Tensor, Tensor]:
+    """Softmax over the last dimension of a contiguous tensor; returns (y, lse) with lse fp32 of
+    shape x.shape[:-1] (natural log)."""
+    rows, cols = _softmax_check(x)
+    y = torch.empty_like(x)
+    lse = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    if x.device.type == "cuda":
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        with torch.cuda.device(x.device):
+            _C.softmax_forward(x.data_ptr(), y.data_ptr(), lse.data_ptr(), rows, cols,
+                               KERNEL_DTYPE_CODES[_dtype_name(x)], variant, stream)
+    else:
+        _C.softmax_forward(x.data_ptr(), y.data_ptr(), lse.data_ptr(), rows, cols,
+                           KERNEL_DTYPE_CODES[_dtype_name(x)], variant, 0)
+    return y, lse
+
+
+@softmax_op.register_fake
+def _softmax_fake(x, variant):
+    _softmax_check(x)
+    return torch.empty_like(x), x.new_empty(x.shape[:-1], dtype=torch.float32)
+

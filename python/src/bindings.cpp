@@ -17,6 +17,7 @@
 #include <string>
 
 #include "flashcore/flashcore.hpp"
+#include "flashcore/softmax.hpp"
 
 namespace py = pybind11;
 using flashcore::AttentionParams;
@@ -103,7 +104,34 @@ PyObject* py_select_path(PyObject*, PyObject* args, PyObject* kwargs) {
   return py::cast(chosen).release().ptr();
 }
 
+// softmax_forward(x, y, lse, rows, cols, dtype, variant=0, stream=0): flashcore::softmax_forward on
+// raw addresses (lse may be 0). Row-major [rows, cols], contiguous rows.
+PyObject* py_softmax_forward(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"x", "y", "lse", "rows", "cols", "dtype", "variant", "stream", nullptr};
+  unsigned long long x = 0, y = 0, lse = 0, stream_handle = 0;
+  long long rows = 0, cols = 0;
+  int dtype = 0, variant = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKLLi|iK", const_cast<char**>(kwlist), &x, &y, &lse, &rows,
+                                   &cols, &dtype, &variant, &stream_handle)) {
+    return nullptr;
+  }
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = flashcore::softmax_forward(reinterpret_cast<const void*>(static_cast<uintptr_t>(x)),
+                                      reinterpret_cast<void*>(static_cast<uintptr_t>(y)),
+                                      reinterpret_cast<float*>(static_cast<uintptr_t>(lse)), rows, cols,
+                                      static_cast<DType>(dtype), static_cast<flashcore::SoftmaxVariant>(variant),
+                                      reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream_handle)));
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef g_status_methods[] = {
+    {"softmax_forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_softmax_forward)),
+     METH_VARARGS | METH_KEYWORDS,
+     "softmax_forward(x, y, lse, rows, cols, dtype, variant=0, stream=0)\n\nflashcore::softmax_forward over "
+     "[rows, cols] row-major memory (addresses as ints, lse may be 0). Host addresses run the fp64 CPU path."},
     {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_forward)),
      METH_VARARGS | METH_KEYWORDS,
      "forward(params, stream=0)\n\nflashcore::attention_forward on the given CUDA stream handle (0 = legacy "

@@ -290,3 +290,57 @@ def test_torch_api_without_torch_explains_itself():
         pass
     with pytest.raises(ImportError, match="needs PyTorch"):
         flashcore.flash_attn_func  # noqa: B018
+
+
+# ---- flashcore.host.softmax: the softmax ladder's binding (host memory runs its fp64 CPU path) ----
+
+def _softmax_reference(x: np.ndarray):
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=-1, keepdims=True)
+    e = np.exp(x64 - m)
+    s = e.sum(axis=-1, keepdims=True)
+    return e / s, (m + np.log(s))[..., 0]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (4, 1000), (2, 3, 65)])
+def test_softmax_matches_fp64_reference_fp32(shape):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32) * 5
+    y, lse = host.softmax(x, return_lse=True)
+    ref_y, ref_lse = _softmax_reference(x)
+    assert y.shape == x.shape and y.dtype == np.float32 and lse.shape == x.shape[:-1]
+    np.testing.assert_allclose(y, ref_y, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-6, atol=1e-6)
+
+
+def test_softmax_fp16_and_bf16_round_the_fp64_result_once():
+    x = np.random.default_rng(7).standard_normal((5, 300)).astype(np.float32)
+    ref_y, _ = _softmax_reference(x.astype(np.float16).astype(np.float32))
+    y16 = host.softmax(x.astype(np.float16))
+    assert y16.dtype == np.float16
+    np.testing.assert_allclose(y16.astype(np.float64), ref_y, rtol=2.0 ** -10, atol=1e-7)
+    bits = host.to_bf16_bits(x)
+    ref_b, _ = _softmax_reference(host.from_bf16_bits(bits))
+    yb = host.softmax(bits, dtype="bf16")
+    np.testing.assert_allclose(host.from_bf16_bits(yb).astype(np.float64), ref_b, rtol=2.0 ** -7, atol=1e-7)
+
+
+def test_softmax_propagates_nan_and_handles_all_minus_inf_rows_like_torch():
+    x = np.zeros((3, 4), dtype=np.float32)
+    x[0, 2] = np.nan
+    x[1, :] = -np.inf
+    y, lse = host.softmax(x, return_lse=True)
+    assert np.isnan(y[0]).all() and np.isnan(lse[0])
+    assert np.isnan(y[1]).all() and np.isneginf(lse[1])
+    np.testing.assert_allclose(y[2], 0.25)
+
+
+def test_softmax_rejects_bad_arguments_with_the_argument_named():
+    x = np.zeros((4, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match="x: must be contiguous"):
+        host.softmax(x[:, ::2])
+    with pytest.raises(ValueError, match="variant: must be one of"):
+        host.softmax(x, variant="fastest")
+    with pytest.raises(ValueError, match="x: dtype must be"):
+        host.softmax(np.zeros((2, 2), dtype=np.float64))
+    with pytest.raises(ValueError, match="cols"):
+        host.softmax(np.zeros((2, 0), dtype=np.float32))

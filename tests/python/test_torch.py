@@ -366,3 +366,47 @@ def test_eager_fast_path_equals_the_op_and_dispatch_modes_still_see_the_op():
 
 def test_backward_message_names_the_gap():
     assert ops.BACKWARD_MESSAGE.startswith("flashcore: backward is not implemented yet")
+
+
+# ------------------------------------------------------------------------------------------------
+# flashcore.softmax (the standalone softmax ladder)
+# ------------------------------------------------------------------------------------------------
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("variant", ["auto", "warp_shuffle", "row_per_block", "multi_block", "row_in_smem"])
+def test_softmax_matches_torch_softmax_and_logsumexp(dtype, variant):
+    torch.manual_seed(3)
+    x = (torch.randn(37, 3000, device="cuda") * 8).to(dtype)
+    y, lse = flashcore.softmax(x, return_lse=True, variant=variant)
+    x64 = x.double()
+    ref = torch.softmax(x64, dim=-1)
+    err = (y.double() - ref).abs().max().item()
+    torch_err = (torch.softmax(x, dim=-1).double() - ref).abs().max().item()
+    assert y.dtype == dtype and y.shape == x.shape and torch.isfinite(y).all()
+    assert err <= 2 * torch_err + 1e-7, (err, torch_err)
+    torch.testing.assert_close(lse.double(), torch.logsumexp(x64, dim=-1), rtol=1e-5, atol=1e-5)
+
+
+@requires_cuda
+def test_softmax_over_a_middle_dim_and_nan_rows_follow_torch():
+    x = torch.randn(4, 50, 6, device="cuda")
+    torch.testing.assert_close(flashcore.softmax(x, dim=1), torch.softmax(x, dim=1))
+    x = torch.zeros(3, 8, device="cuda")
+    x[0, 3] = float("nan")
+    x[1] = float("-inf")
+    y = flashcore.softmax(x)
+    assert torch.isnan(y[0]).all() and torch.isnan(y[1]).all()
+    torch.testing.assert_close(y[2], torch.full((8,), 0.125, device="cuda"))
+
+
+@requires_cuda
+def test_softmax_compiles_fullgraph():
+    fn = torch.compile(lambda t: flashcore.softmax(t, dim=-1) * 2, fullgraph=True)
+    x = torch.randn(16, 1024, device="cuda", dtype=torch.bfloat16)
+    torch.testing.assert_close(fn(x), torch.softmax(x, dim=-1) * 2)
+
+
+def test_softmax_rejects_unknown_variant():
+    with pytest.raises(ValueError, match="variant: must be one of"):
+        flashcore.softmax(torch.zeros(2, 2), variant="fastest")
