@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "api/memory.hpp"
 #include "api/paths.hpp"
 #include "common/cuda_check.hpp"
 
@@ -16,16 +17,7 @@ std::array<PathOps, 4> path_table() {
   return {sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
 }
 
-// True when `ptr` is host memory (pageable or registered) rather than device memory.
-bool is_host_pointer(const void* ptr) {
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  if (err != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky-free error so later calls are unaffected
-    return true;
-  }
-  return attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost;
-}
+bool is_host_memory(const void* ptr) { return is_host(memory_of(ptr)); }
 
 }  // namespace
 
@@ -40,26 +32,28 @@ Status query_device(const AttentionParams& params, DeviceInfo* info) {
   }
   info->has_device = true;
   FC_CUDA_RETURN(cudaGetDevice(&info->device));
-  cudaDeviceProp prop{};
-  FC_CUDA_RETURN(cudaGetDeviceProperties(&prop, info->device));
-  info->cc_major = prop.major;
-  info->cc_minor = prop.minor;
-  info->sm_count = prop.multiProcessorCount;
-  info->max_smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  // Four attributes, not cudaGetDeviceProperties: this runs on every call, and the attribute
+  // queries are cheap while the full property struct is not.
+  int smem_optin = 0;
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&info->cc_major, cudaDevAttrComputeCapabilityMajor, info->device));
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&info->cc_minor, cudaDevAttrComputeCapabilityMinor, info->device));
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&info->sm_count, cudaDevAttrMultiProcessorCount, info->device));
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, info->device));
+  info->max_smem_per_block_optin = size_t(smem_optin);
 
   // All tensors must live on one side. q decides; the others must agree.
-  const bool q_host = is_host_pointer(params.q);
+  const bool q_host = is_host_memory(params.q);
   const void* others[] = {params.k, params.v, params.o};
   const char* names[] = {"k", "v", "o"};
   for (int t = 0; t < 3; ++t) {
     // validate() allows null k/v only when there are no keys (nothing is read): no placement then.
     if (others[t] == nullptr) continue;
-    if (is_host_pointer(others[t]) != q_host) {
+    if (is_host_memory(others[t]) != q_host) {
       return Status::InvalidArgument(std::string(names[t]) + ": must live in the same memory as q (" +
                                      (q_host ? "host" : "device") + ")");
     }
   }
-  if (params.lse != nullptr && is_host_pointer(params.lse) != q_host) {
+  if (params.lse != nullptr && is_host_memory(params.lse) != q_host) {
     return Status::InvalidArgument(std::string("lse: must live in the same memory as q (") +
                                    (q_host ? "host" : "device") + ")");
   }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "api/memory.hpp"
 #include "common/cuda_check.hpp"
 #include "flashcore/flashcore.hpp"
 
@@ -397,25 +398,6 @@ Status check_output_overlap(const std::vector<TensorView>& views) {
   return Status::Ok();
 }
 
-enum class Memory { kHostPageable, kHostPinned, kDevice, kManaged };
-
-Memory memory_of(const void* ptr) {
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    cudaGetLastError();  // no device or no driver: plain host memory
-    return Memory::kHostPageable;
-  }
-  switch (attr.type) {
-    case cudaMemoryTypeHost: return Memory::kHostPinned;
-    case cudaMemoryTypeDevice: return Memory::kDevice;
-    case cudaMemoryTypeManaged: return Memory::kManaged;
-    default: return Memory::kHostPageable;
-  }
-}
-
-// Same split as dispatch: pageable or pinned q means the CPU reference runs the call.
-bool runs_on_host(Memory q_memory) { return q_memory == Memory::kHostPageable || q_memory == Memory::kHostPinned; }
-
 // The small arrays are read by whichever side runs the call: the host (q in host memory) or the GPU.
 // (q, k, v, o, lse must share q's side; dispatch checks that before it picks a path.)
 Status check_small_array_placement(const AttentionParams& p) {
@@ -424,14 +406,14 @@ Status check_small_array_placement(const AttentionParams& p) {
   if (std::all_of(std::begin(arrays), std::end(arrays), [](const void* a) { return a == nullptr; })) {
     return Status::Ok();
   }
-  const bool host = runs_on_host(memory_of(p.q));
+  const bool host = detail::is_host(detail::memory_of(p.q));
   for (int a = 0; a < 4; ++a) {
     if (arrays[a] == nullptr) continue;
-    const Memory m = memory_of(arrays[a]);
-    if (host && m == Memory::kDevice) {
+    const detail::Memory m = detail::memory_of(arrays[a]);
+    if (host && m == detail::Memory::kDevice) {
       return invalid(names[a], ": must be host memory when q is host memory (got device memory)");
     }
-    if (!host && m == Memory::kHostPageable) {
+    if (!host && m == detail::Memory::kHostPageable) {
       return invalid(names[a], ": must be device-accessible memory (device, managed or pinned host) when q is device "
                      "memory (got pageable host memory)");
     }
@@ -446,8 +428,6 @@ struct SmallArray {
   std::vector<int32_t>* host;
 };
 
-bool host_readable(Memory m) { return m == Memory::kHostPageable || m == Memory::kHostPinned; }
-
 // Copies the arrays to the host. Host memory is read directly; device or managed memory is copied on
 // `stream` (ordered after the work that produced it), then the stream is waited for once. While
 // `stream` captures a graph no copy may run, and with params.check_device_metadata off the caller
@@ -456,7 +436,7 @@ Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t str
                          bool* available) {
   *available = true;
   bool any_on_device = false;
-  for (const SmallArray& a : arrays) any_on_device = any_on_device || !host_readable(memory_of(a.src));
+  for (const SmallArray& a : arrays) any_on_device = any_on_device || !detail::is_host(detail::memory_of(a.src));
   if (any_on_device && !check_device_metadata) {  // the caller vouches for the contents: no sync
     *available = false;
     return Status::Ok();
@@ -472,7 +452,7 @@ Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t str
   for (const SmallArray& a : arrays) {
     a.host->assign(size_t(a.count), 0);
     const size_t bytes = size_t(a.count) * sizeof(int32_t);
-    if (host_readable(memory_of(a.src))) {
+    if (detail::is_host(detail::memory_of(a.src))) {
       std::memcpy(a.host->data(), a.src, bytes);
     } else {
       FC_CUDA_RETURN(cudaMemcpyAsync(a.host->data(), a.src, bytes, cudaMemcpyDefault, stream));
