@@ -12,6 +12,7 @@
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
+#include "common/device_dtype.cuh"
 
 namespace flashcore::detail {
 namespace {
@@ -19,16 +20,6 @@ namespace {
 constexpr int kRows = 8;          // query rows per block: one warp owns each row's reductions
 constexpr int kThreads = kRows * 32;
 constexpr int kKeyChunk = 128;    // keys scored per step
-
-template <typename T> __device__ __forceinline__ float to_float(T x);
-template <> __device__ __forceinline__ float to_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
-template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ float warp_max(float x) {
   for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));

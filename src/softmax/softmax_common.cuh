@@ -11,7 +11,9 @@
 
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
+#include "common/device_dtype.cuh"
 #include "common/host_device.hpp"
+#include "ptx/math.hpp"
 #include "softmax/launch.hpp"
 
 namespace flashcore::softmax {
@@ -22,15 +24,8 @@ inline constexpr unsigned kFullWarpMask = 0xffffffffu;
 inline constexpr int64_t kMaxGridBlocks = int64_t(1) << 20;
 
 // ---- dtype ------------------------------------------------------------------------------------
-template <typename T> FC_DEVICE float to_float(T value);
-template <> FC_DEVICE float to_float<float>(float value) { return value; }
-template <> FC_DEVICE float to_float<__half>(__half value) { return __half2float(value); }
-template <> FC_DEVICE float to_float<__nv_bfloat16>(__nv_bfloat16 value) { return __bfloat162float(value); }
-
-template <typename T> FC_DEVICE T from_float(float value);
-template <> FC_DEVICE float from_float<float>(float value) { return value; }
-template <> FC_DEVICE __half from_float<__half>(float value) { return __float2half_rn(value); }
-template <> FC_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float value) { return __float2bfloat16_rn(value); }
+using flashcore::from_float;
+using flashcore::to_float;
 
 // Elements of T in one 16-byte vector.
 template <typename T> inline constexpr int kFullVec = kVectorBytes / int(sizeof(T));
@@ -92,11 +87,7 @@ FC_DEVICE float max_nan(float a, float b) {
 // rounding of x * log2e adds |x| * 6e-8 relative, which only matters for terms e^x below e^-20
 // whose absolute contribution is negligible. Subnormal results flush to 0. exp(-inf) = 0,
 // exp(NaN) = NaN, as softmax needs.
-FC_DEVICE float fast_exp(float x) {
-  float result;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x * attn::kLog2e));
-  return result;
-}
+FC_DEVICE float fast_exp(float x) { return ptx::exp2_approx(x * attn::kLog2e); }
 
 // exp(value - row_max) as a term of a running sum whose max may still be -inf. A -inf value adds
 // exactly 0 even when row_max is -inf too (an all -inf chunk must not poison the other chunks of
