@@ -77,11 +77,4 @@ FC_DEVICE uint32_t pack2(float lo, float hi, __nv_bfloat16) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// 2^x with the SFU (ex2.approx.ftz): ~2 ulp, 2^-inf = +0. The softmax folds log2(e) into its scale.
-FC_DEVICE float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 }  // namespace flashcore::ptx

@@ -12,6 +12,8 @@
 #include <cmath>
 
 #include "attention/mask.hpp"
+#include "attention/quad_reduce.cuh"
+#include "ptx/math.hpp"
 #include "ptx/mma_sm80.hpp"
 
 namespace flashcore::sm80 {
@@ -101,8 +103,7 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
           block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
-        block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
+        block_max = attn::quad_max(block_max);
         const float old_scaled = row_max[mt][r] * log2_multiplier;  // -inf before any visible key
         const bool moved = block_max * log2_multiplier > old_scaled + kRescaleThreshold;
         // A first visible key (old max -inf) gives correction exp2(-inf) = 0: nothing to keep.
@@ -149,9 +150,7 @@ struct OnlineSoftmax {
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float sum = row_sum[mt][r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float sum = attn::quad_sum(row_sum[mt][r]);
         const bool empty = !(sum > 0.0f);
         const float inv_sum = empty ? 0.0f : 1.0f / sum;
 #pragma unroll

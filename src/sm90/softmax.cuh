@@ -11,27 +11,14 @@
 #include <cmath>
 
 #include "attention/mask.hpp"
+#include "attention/quad_reduce.cuh"
 #include "common/host_device.hpp"
+#include "ptx/math.hpp"
 
 namespace flashcore::sm90 {
 
-FC_DEVICE float fast_exp2(float x) {  // ex2.approx: 2 ulp, -inf -> +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 FC_DEVICE int acc_row(int i) { return (i >> 1) & 1; }                  // local row 0/1 of acc[i]
 FC_DEVICE int acc_col(int i, int quad_lane) { return 8 * (i >> 2) + 2 * quad_lane + (i & 1); }
-
-FC_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-FC_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 
 // dot <- softcap_over_scale * tanh(dot * scale_over_softcap): ScoreTransform's softcap in dot units.
 template <int kAcc>
@@ -77,17 +64,17 @@ struct OnlineSoftmax {
     float max_scaled[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float new_max = fmaxf(row_max[r], quad_max(block_max[r]));
+      const float new_max = fmaxf(row_max[r], attn::quad_max(block_max[r]));
       // A row that has seen no visible key keeps max -inf; use 0 so that exp2 gives 0, not NaN.
       const float max_use = new_max == -INFINITY ? 0.0f : new_max;
-      o_factor[r] = fast_exp2((row_max[r] - max_use) * scale_log2);  // old max -inf: factor 0
+      o_factor[r] = ptx::exp2_approx((row_max[r] - max_use) * scale_log2);  // old max -inf: factor 0
       row_max[r] = new_max;
       row_sum[r] *= o_factor[r];
       max_scaled[r] = max_use * scale_log2;
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) {
-      s[i] = fast_exp2(fmaf(s[i], scale_log2, -max_scaled[acc_row(i)]));
+      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_scaled[acc_row(i)]));
       row_sum[acc_row(i)] += s[i];
     }
   }
@@ -97,7 +84,7 @@ struct OnlineSoftmax {
   FC_DEVICE void finalize(float scale, float (&inv_sum)[2], float (&lse)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = quad_sum(row_sum[r]);
+      const float sum = attn::quad_sum(row_sum[r]);
       const bool empty = sum == 0.0f || row_max[r] == -INFINITY;
       inv_sum[r] = empty ? 0.0f : 1.0f / sum;
       lse[r] = empty ? -INFINITY : row_max[r] * scale + logf(sum);
