@@ -1,23 +1,19 @@
-// The sm90 (wgmma/TMA) forward path against an fp64 reference, with the fp16/bf16 tolerance rule:
+// The sm90 (wgmma/TMA) forward path against the fp64 CPU reference (tests/common/gpu_check), with
+// the fp16/bf16 tolerance rule:
 // the path's error (relative Frobenius and max-abs, vs fp64) must be no worse than 2x the error of a
 // naive computation in the same dtype (fp32 accumulation, inputs and probabilities P rounded to the
 // dtype, output rounded). Outputs are poisoned with NaN before each run; every element must be
 // written. The sweep covers head dims x dtypes x masks (causal both alignments, window) x GQA x
 // tails x Sq != Sk x input scale 1 and 10 x softcap x both memory layouts x both schedules.
-#include <algorithm>
-#include <cmath>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <random>
+#include <ostream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include "attention/mask.hpp"
-#include "common/dtype.hpp"
 #include "common/gpu.hpp"
 #include "common/gpu_check.hpp"
 #include "flashcore/flashcore.hpp"
