@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
-# Names as flashcore::softmax_variant_name prints them, in enum order.
-SOFTMAX_VARIANTS = ("auto", "shared_mem_reduction", "warp_shuffle", "vectorized", "online", "row_per_warp",
-                    "row_per_block", "multi_block", "row_in_smem")
+from . import _C
+from ._params import KERNEL_DTYPES
 
-KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp32": 2}
+# The ladder's variant names in enum order, as the C++ library names them.
+SOFTMAX_VARIANTS = tuple(_C.softmax_variant_names())
+
+# The C++ DType codes as plain ints (softmax_forward takes an int, traceable by torch.compile).
+KERNEL_DTYPE_CODES = {name: int(code) for name, code in KERNEL_DTYPES.items()}
 
 
 def variant_code(variant: str) -> int:

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "flashcore/flashcore.hpp"
 #include "flashcore/softmax.hpp"
@@ -227,5 +228,14 @@ PYBIND11_MODULE(_C, m) {
       py::arg("params"), "[(KernelPath, supported, reason)] for every concrete path, in dispatch order.");
   m.def("kernel_path_name", [](KernelPath path) { return std::string(flashcore::kernel_path_name(path)); });
   m.def("dtype_name", [](DType dtype) { return std::string(flashcore::dtype_name(dtype)); });
+  m.def(
+      "softmax_variant_names",
+      [] {
+        std::vector<std::string> names;
+        for (int v = 0; v < flashcore::kSoftmaxVariantCount; ++v)
+          names.emplace_back(flashcore::softmax_variant_name(static_cast<flashcore::SoftmaxVariant>(v)));
+        return names;
+      },
+      "Names of the softmax ladder's variants, in SoftmaxVariant order (0 = auto).");
   m.def("build_info", &flashcore::build_info, "Version, architectures, head dims, dtypes and paths of this build.");
 }
