@@ -84,7 +84,15 @@ Support supports(const AttentionParams& params, KernelPath path) {
 
 std::vector<Support> supports(const AttentionParams& params) {
   std::vector<Support> out;
-  for (const auto& ops : detail::path_table()) out.push_back(supports(params, ops.path));
+  detail::DeviceInfo info;
+  const Status st = detail::query_device(params, &info);  // once for every path
+  for (const auto& ops : detail::path_table()) {
+    Support s;
+    s.path = ops.path;
+    s.reason = st.ok() ? ops.supports(params, info) : st.message;
+    s.supported = st.ok() && s.reason.empty();
+    out.push_back(std::move(s));
+  }
   return out;
 }
 
