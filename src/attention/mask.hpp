@@ -35,12 +35,6 @@ struct VisibilityMask {
     return hi >= seqlen_k ? seqlen_k - 1 : (int)hi;
   }
   FC_HOST_DEVICE bool visible(int i, int j) const { return j >= first_key(i) && j <= last_key(i); }
-  FC_HOST_DEVICE bool has_lower_bound() const { return window_left < INT_MAX / 8; }
-  FC_HOST_DEVICE bool has_upper_bound() const { return window_right < INT_MAX / 8; }
-
-  // Keys [first, last] that any query of rows [i0, i1] can see: the KV range a query tile visits.
-  FC_HOST_DEVICE int first_key_of_rows(int i0) const { return first_key(i0); }
-  FC_HOST_DEVICE int last_key_of_rows(int i1) const { return last_key(i1); }
 
   // True when every (i, j) with i in [i0, i1], j in [j0, j1] (j1 < seqlen_k) is visible, so the
   // tile needs no per-element masking.
