@@ -80,35 +80,47 @@ struct SequenceExtent {
   int seqlen_k = 0;     // keys that count (seqused_k applied)
 };
 
-// Resolves batch entry b. cu_seqlens / seqused_k must be readable from the calling side (host
-// pointers on the CPU, device pointers in a kernel).
-FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
+// Resolves batch entry b from the varlen metadata (any of the three pointers may be null: dense
+// lengths then apply). The arrays must be readable from the calling side (host pointers on the CPU,
+// device pointers in a kernel).
+FC_HOST_DEVICE SequenceExtent sequence_extent(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                                              const int32_t* seqused_k, int seqlen_q, int seqlen_k, int b) {
   SequenceExtent e;
-  if (p.cu_seqlens_q != nullptr) {
-    e.q_start = p.cu_seqlens_q[b];
-    e.seqlen_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  if (cu_seqlens_q != nullptr) {
+    e.q_start = cu_seqlens_q[b];
+    e.seqlen_q = cu_seqlens_q[b + 1] - cu_seqlens_q[b];
   } else {
-    e.seqlen_q = p.seqlen_q;
+    e.seqlen_q = seqlen_q;
   }
-  if (p.cu_seqlens_k != nullptr) {
-    e.k_start = p.cu_seqlens_k[b];
-    e.seqlen_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  if (cu_seqlens_k != nullptr) {
+    e.k_start = cu_seqlens_k[b];
+    e.seqlen_k = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
   } else {
-    e.seqlen_k = p.seqlen_k;
+    e.seqlen_k = seqlen_k;
   }
-  if (p.seqused_k != nullptr) e.seqlen_k = p.seqused_k[b];
+  if (seqused_k != nullptr) e.seqlen_k = seqused_k[b];
   return e;
+}
+FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
+  return sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+}
+
+// `rule` (its window bounds) applied to a sequence of the given lengths: the diagonal follows the
+// lengths under bottom-right alignment. Kernels that see many sequences (varlen) keep one rule and
+// resize it per sequence.
+FC_HOST_DEVICE VisibilityMask mask_for_lengths(VisibilityMask rule, MaskAlign align, int seqlen_q, int seqlen_k) {
+  rule.seqlen_k = seqlen_k;
+  rule.diag_offset = align == MaskAlign::kBottomRight ? seqlen_k - seqlen_q : 0;
+  return rule;
 }
 
 // The visibility mask of one sequence (params already validated).
 FC_HOST_DEVICE VisibilityMask make_mask(const AttentionParams& p, int seqlen_q, int seqlen_k) {
   VisibilityMask m;
-  m.seqlen_k = seqlen_k;
-  m.diag_offset = p.mask_align == MaskAlign::kBottomRight ? seqlen_k - seqlen_q : 0;
   if (p.window_left >= 0) m.window_left = p.window_left;
   if (p.window_right >= 0) m.window_right = p.window_right;
   if (p.causal) m.window_right = 0;
-  return m;
+  return mask_for_lengths(m, p.mask_align, seqlen_q, seqlen_k);
 }
 
 // The score transform of one (sequence, head).

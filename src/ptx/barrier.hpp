@@ -1,4 +1,5 @@
-// Named barriers (bar.sync / bar.arrive with an id and a thread count) and setmaxnreg.
+// Named barriers (bar.sync / bar.arrive with an id and a thread count), setmaxnreg, and the
+// shared-memory writes that feed the async proxy (zero stores, proxy fence).
 // Barrier 0 is __syncthreads; flashcore's ids start at kFirstNamedBarrier so they never collide
 // with it or with library code that reserves the low ids.
 #pragma once
@@ -31,6 +32,11 @@ template <int kRegs>
 FC_DEVICE void setmaxnreg_dec() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: multiple of 8 in [24, 256]");
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// 16 zero bytes at shared-window address `addr` (16-byte aligned).
+FC_DEVICE void st_shared_zero16(uint32_t addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
 }
 
 // Generic-proxy writes to shared memory made visible to the async proxy (TMA store, wgmma reads).

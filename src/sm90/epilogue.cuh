@@ -5,8 +5,12 @@
 //                   shared-memory tile and one thread issues a TMA store (rows past Sq are clipped
 //                   by the tensor map). Conflict-free: for one accumulator pair index, a warp's 32
 //                   threads hit 8 rows x 4 column pairs = 32 distinct banks thanks to the swizzle.
-//   EpilogueDirect  each thread stores its element pairs straight to global memory (4 bytes each);
-//                   used where shared memory has no room for the staging tiles (d256).
+//                   Varlen: the o map is the packed token axis, so rows past a sequence's end are
+//                   the next sequence's: a warpgroup whose 64 rows do not all lie inside its
+//                   sequence stores directly instead, row by row (EpilogueDirect).
+//   EpilogueDirect  each thread stores its element pairs straight to global memory (4 bytes each),
+//                   rows past the sequence skipped; used where shared memory has no room for the
+//                   staging tiles (d256, 192/128).
 // LSE is always stored directly (one float per row, by the quad's first thread).
 #pragma once
 
@@ -16,6 +20,7 @@
 #include "ptx/mbarrier.hpp"
 #include "ptx/tma.hpp"
 #include "sm90/kernel_traits.cuh"
+#include "sm90/launch_args.hpp"
 #include "sm90/params.hpp"
 #include "sm90/scheduler.cuh"
 #include "sm90/softmax.cuh"
@@ -24,12 +29,27 @@ namespace flashcore::sm90 {
 
 inline constexpr int kEpilogueBarrier = ptx::kFirstNamedBarrier + 2;  // ids 10, 11: one per consumer warpgroup
 
+// Row `row` of the tile's sequence is element tile.q_offset + row of its lse head row (varlen: the
+// packed token; dense: q_offset = 0 and the batch stride applies; varlen batch strides are 0).
 FC_DEVICE void store_lse(const KernelParams& params, const Tile& tile, int row0, int lane, const float (&lse)[2]) {
   if (params.lse == nullptr || lane % 4 != 0) return;
-  float* lse_head = params.lse + (int64_t)tile.batch * params.lse_batch_stride + (int64_t)tile.head * params.lse_head_stride;
+  float* lse_head = params.lse + (int64_t)tile.batch * params.lse_batch_stride +
+                    (int64_t)tile.head * params.lse_head_stride + tile.q_offset;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row0 + 8 * r < params.seqlen_q) lse_head[row0 + 8 * r] = lse[r];
+    if (row0 + 8 * r < tile.seqlen_q) lse_head[row0 + 8 * r] = lse[r];
+  }
+}
+
+// The 64 x Dv staging tile of one warpgroup to (token row `row`, head, batch): one 5-D box, or one
+// 4-D box per 64-column chunk when Dv is not a multiple of 64 (columns past Dv are not written).
+template <int kHeadDim>
+FC_DEVICE void tma_store_operand(const CUtensorMap* map, const uint8_t* src, int row, int head, int batch) {
+  if constexpr (!chunked_map(kHeadDim)) {
+    ptx::tma_store_5d(map, src, 0, row, 0, head, batch);
+  } else {
+#pragma unroll
+    for (int c = 0; c < (kHeadDim + 63) / 64; ++c) ptx::tma_store_4d(map, src + c * 64 * 128, 64 * c, row, head, batch);
   }
 }
 
@@ -43,15 +63,16 @@ struct EpilogueDirect {
     const int row0 = tile.m_block * Traits::kBlockM + warpgroup * 64 + 16 * warp + lane / 4;
     const int quad_lane = lane % 4;
     uint16_t* o_head = static_cast<uint16_t*>(params.o) + (int64_t)tile.batch * params.o_batch_stride +
-                       (int64_t)tile.head * params.o_head_stride;
+                       (int64_t)tile.head * params.o_head_stride + (int64_t)tile.q_offset * params.o_seq_stride;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + 8 * r;
-      if (row >= params.seqlen_q) continue;
+      if (row >= tile.seqlen_q) continue;
       uint16_t* o_row = o_head + (int64_t)row * params.o_seq_stride;
 #pragma unroll
       for (int i = 2 * r; i < Traits::kAccO; i += 4) {  // acc pairs (i, i+1) of local row r
         const int col = acc_col(i, quad_lane);
+        if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns (resolved at compile time)
         *reinterpret_cast<uint32_t*>(o_row + col) =
             ElementTraits<Element>::pack(o[i] * inv_sum[r], o[i + 1] * inv_sum[r]);
       }
@@ -69,6 +90,13 @@ struct EpilogueTma {
   static __device__ void store(const KernelParams& params, const CUtensorMap* tm_o, uint8_t* o_staging,
                                const Tile& tile, int warpgroup, int warp, int lane, const float* o,
                                const float (&inv_sum)[2], const float (&lse)[2]) {
+    const int row_first = tile.m_block * Traits::kBlockM + warpgroup * 64;  // in the sequence
+    if (params.cu_seqlens_q != nullptr && row_first + 64 > tile.seqlen_q) {
+      // Varlen, rows past the sequence in this warpgroup's 64 (warpgroup-uniform): a TMA box would
+      // write the next sequence's rows.
+      EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
+      return;
+    }
     uint8_t* o_tile = o_staging + warpgroup * Traits::kOTileBytes;
     const int thread_in_wg = warp * 32 + lane;
     const int barrier = kEpilogueBarrier + warpgroup;
@@ -85,6 +113,7 @@ struct EpilogueTma {
       const int r = acc_row(i);
       const int row = local_row0 + 8 * r;
       const int col = acc_col(i, quad_lane);
+      if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns (resolved at compile time)
       // [Dv/64][64 rows][64 cols] with the 128-byte swizzle: 16-byte chunk c of row `row` sits at
       // chunk c ^ (row % 8), matching the tensor map's CU_TENSOR_MAP_SWIZZLE_128B.
       const uint32_t offset = (col / 64) * (64 * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
@@ -95,11 +124,10 @@ struct EpilogueTma {
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(barrier, 128);
     if (thread_in_wg == 0) {
-      const int row_first = tile.m_block * Traits::kBlockM + warpgroup * 64;
-      ptx::tma_store_5d(tm_o, o_tile, 0, row_first, 0, tile.head, tile.batch);
+      tma_store_operand<Traits::kDv>(tm_o, o_tile, tile.q_offset + row_first, tile.head, tile.map_batch);
       ptx::tma_store_commit();
     }
-    store_lse(params, tile, tile.m_block * Traits::kBlockM + warpgroup * 64 + local_row0, lane, lse);
+    store_lse(params, tile, row_first + local_row0, lane, lse);
   }
   // Before the CTA exits: the last store must have finished reading shared memory.
   static __device__ void drain(int thread_in_wg) {

@@ -1,7 +1,8 @@
 // The sm90 forward kernel shell: shared-memory setup, warpgroup roles, register split, and the
 // host-side launcher every instantiation unit compiles.
 //
-//   warpgroup 0      producer: one thread issues TMA loads (mainloop.cuh, Producer)
+//   warpgroup 0      producer: its first warp walks the tiles, one lane issues TMA loads (mainloop.cuh,
+//                    Producer); the other three warps exit
 //   warpgroups 1..   consumers: 64 query rows each, wgmma + online softmax (Consumer), epilogue
 #pragma once
 
@@ -44,6 +45,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(&smem.v_full[s], 1);
       ptx::mbarrier_init(&smem.v_empty[s], Traits::kConsumerWarps);
     }
+    ptx::mbarrier_init(&smem.v_tail, 1);
     ptx::mbarrier_init_fence();
   }
   // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
-    if (warp == 0 && lane == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params);
+    if (warp == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
   } else {
     ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
     uint8_t* o_staging = reinterpret_cast<uint8_t*>(&smem) + sizeof(Storage);
@@ -65,8 +67,12 @@ template <class Traits>
 Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   CUtensorMap tm_q, tm_k, tm_v;
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
-  FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
-  FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+  if (args.k.base != nullptr && args.v.base != nullptr) {
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+  } else {
+    tm_k = tm_v = tm_q;  // a call without keys (k/v may be null): never loaded, every tile's range is empty
+  }
   CUtensorMap tm_o = tm_q;  // unused by the direct epilogue
   if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, 64));
 

@@ -45,37 +45,46 @@ struct KernelTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
 
-  // Swizzled operand tiles: [cols / 64][rows][64] 16-bit elements, 128 bytes per row segment.
+  // Swizzled operand tiles: [cols / 64][rows][64] 16-bit elements, 128 bytes per row segment. A head
+  // dim that is not a multiple of 64 (96) is padded to the next one in shared memory: the tensor map
+  // is then 4-D over the real head dim and loaded one 64-column chunk at a time, so the columns past
+  // the head dim arrive as TMA's out-of-bounds zeros (launch_args.hpp, chunked_map).
   static constexpr int kRowBytes = 128;
-  static constexpr uint32_t kQBytes = kBlockM * kDqk * 2;
-  static constexpr uint32_t kKBytes = kBlockN * kDqk * 2;
-  static constexpr uint32_t kVBytes = kBlockN * kDv * 2;
+  static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
+  static constexpr int kDvPad = (kDv + 63) / 64 * 64;
+  static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;  // TMA credits the whole box, zeros too
+  static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
+  static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
 
+  // N of O += P V: Dv, or Dv rounded up to 64 when the tile config asks (kPadPvN; the zero columns
+  // are computed and never stored).
+  static constexpr int kDvGemm = Config::kPadPvN ? kDvPad : kDv;
   // Per consumer thread: S and O accumulators (m64nN gives N/2 floats), P as packed 16-bit pairs.
   static constexpr int kAccS = kBlockN / 2;
-  static constexpr int kAccO = kDv / 2;
+  static constexpr int kAccO = kDvGemm / 2;
   static constexpr int kRegsP = kBlockN / 4;
 
-  static_assert(kDqk % 64 == 0 && kDv % 64 == 0, "128-byte swizzled tiles need head dims that are multiples of 64");
+  static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
-  static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
+  static_assert(kDvGemm <= 256, "O = P V is one wgmma of N = Dv");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
   static_assert(Config::kProducerRegs * 128 + Config::kConsumerRegs * 128 * kConsumerWarpgroups <= 65536,
                 "register split exceeds the register file");
 
   struct alignas(1024) SharedStorage {
-    alignas(1024) uint16_t q[kBlockM * kDqk];
-    alignas(1024) uint16_t k[kStages][kBlockN * kDqk];
-    alignas(1024) uint16_t v[kStages][kBlockN * kDv];
+    alignas(1024) uint16_t q[kBlockM * kDqkPad];
+    alignas(1024) uint16_t k[kStages][kBlockN * kDqkPad];
+    alignas(1024) uint16_t v[kStages][kBlockN * kDvPad];
     // Pipeline barriers; which side waits and which arrives is documented in mainloop.cuh.
     uint64_t q_full, q_empty;
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
+    uint64_t v_tail;  // producer only: a V block whose rows past the sequence get zeroed landed
   };
   // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
   // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).
   // (A tuning variant with a larger kBlockN may leave no room: it then falls back to direct stores.)
-  static constexpr uint32_t kOTileBytes = 64 * kDv * 2;
+  static constexpr uint32_t kOTileBytes = 64 * kDvPad * 2;
   static constexpr bool kEpilogueTma =
       Config::kEpilogueTma && sizeof(SharedStorage) + (size_t)kOTileBytes * kConsumerWarpgroups + 1024 <= 227 * 1024;
   static constexpr size_t kOStagingBytes = kEpilogueTma ? (size_t)kOTileBytes * kConsumerWarpgroups : 0;

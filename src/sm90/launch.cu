@@ -59,11 +59,23 @@ constexpr BuiltUnit kBuiltUnits[] = {
 #if FLASHCORE_HAS_SM90_D64_64_BF16
     {64, 64, DType::kBFloat16, &launch_forward<64, 64, __nv_bfloat16>},
 #endif
+#if FLASHCORE_HAS_SM90_D96_96_FP16
+    {96, 96, DType::kFloat16, &launch_forward<96, 96, __half>},
+#endif
+#if FLASHCORE_HAS_SM90_D96_96_BF16
+    {96, 96, DType::kBFloat16, &launch_forward<96, 96, __nv_bfloat16>},
+#endif
 #if FLASHCORE_HAS_SM90_D128_128_FP16
     {128, 128, DType::kFloat16, &launch_forward<128, 128, __half>},
 #endif
 #if FLASHCORE_HAS_SM90_D128_128_BF16
     {128, 128, DType::kBFloat16, &launch_forward<128, 128, __nv_bfloat16>},
+#endif
+#if FLASHCORE_HAS_SM90_D192_128_FP16
+    {192, 128, DType::kFloat16, &launch_forward<192, 128, __half>},
+#endif
+#if FLASHCORE_HAS_SM90_D192_128_BF16
+    {192, 128, DType::kBFloat16, &launch_forward<192, 128, __nv_bfloat16>},
 #endif
 #if FLASHCORE_HAS_SM90_D256_256_FP16
     {256, 256, DType::kFloat16, &launch_forward<256, 256, __half>},
@@ -92,20 +104,22 @@ std::string built_units_list() {
 }
 
 // Shared memory the (Dqk, Dv) configuration asks for (mirrors KernelTraits::kSmemBytes closely
-// enough for the capability check; the launch itself uses the exact figure).
+// enough for the capability check; the launch itself uses the exact figure). Head dims occupy the
+// next multiple of 64 columns in shared memory (kernel_traits.cuh).
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
+  const size_t dqk = (kDqk + 63) / 64 * 64, dv = (kDv + 63) / 64 * 64;
   const size_t block_m = 64 * C::kConsumerWarpgroups;
-  const size_t o_staging = C::kEpilogueTma ? 2 * block_m * kDv : 0;
-  return 1024 + 2 * (block_m * kDqk + C::kStages * C::kBlockN * (size_t)(kDqk + kDv)) + o_staging + 1024;
+  const size_t o_staging = C::kEpilogueTma ? 2 * block_m * dv : 0;
+  return 1024 + 2 * (block_m * dqk + C::kStages * C::kBlockN * (dqk + dv)) + o_staging + 1024;
 }
-size_t smem_needed(int dqk) {
-  switch (dqk) {
-    case 64: return smem_estimate<64, 64>();
-    case 128: return smem_estimate<128, 128>();
-    case 256: return smem_estimate<256, 256>();
-  }
+size_t smem_needed(int dqk, int dv) {
+  if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();
+  if (dqk == 96 && dv == 96) return smem_estimate<96, 96>();
+  if (dqk == 128 && dv == 128) return smem_estimate<128, 128>();
+  if (dqk == 192 && dv == 128) return smem_estimate<192, 128>();
+  if (dqk == 256 && dv == 256) return smem_estimate<256, 256>();
   return 0;
 }
 
@@ -125,6 +139,15 @@ std::string check_operand_strides(const char* name, const void* ptr, int64_t seq
 // A legal stand-in stride for a dimension of extent 1 (its coordinate is always 0).
 int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride : 8; }
 
+// Rows and batch entries of the q/o and k/v tensor maps: dense [B][S], or varlen's packed tokens.
+struct TokenAxes {
+  int rows_q = 0, rows_k = 0, batch = 0;
+};
+TokenAxes token_axes(const AttentionParams& p) {
+  if (p.is_varlen()) return {(int)p.total_q, (int)p.total_k, 1};  // validate(): total_q/k < 2^31
+  return {p.seqlen_q, p.seqlen_k, p.batch};
+}
+
 std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d) {
   if (d.pointers_on_host || !d.has_device) return "the sm90 path needs device pointers on a CUDA device";
   if (d.cc_major != 9 || d.cc_minor != 0) {
@@ -134,32 +157,33 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
   }
-  if (p.is_varlen() || p.cu_seqlens_k != nullptr) return "varlen (cu_seqlens_q/k) is not supported by the sm90 path yet";
-  if (p.seqused_k != nullptr) return "seqused_k is not supported by the sm90 path yet";
   if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
   if (find_unit(p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     return "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v) + " with " +
            dtype_name(p.dtype) + " are not built for the sm90 path (built: " + built_units_list() + ")";
   }
-  if (d.max_smem_per_block_optin < smem_needed(p.head_dim_qk)) {
-    return "the sm90 configuration for head dim " + std::to_string(p.head_dim_qk) + " needs " +
-           std::to_string(smem_needed(p.head_dim_qk)) + " bytes of shared memory per block; the device allows " +
-           std::to_string(d.max_smem_per_block_optin);
+  const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
+  if (d.max_smem_per_block_optin < smem) {
+    return "the sm90 configuration for head dims " + std::to_string(p.head_dim_qk) + "/" +
+           std::to_string(p.head_dim_v) + " needs " + std::to_string(smem) +
+           " bytes of shared memory per block; the device allows " + std::to_string(d.max_smem_per_block_optin);
   }
-  std::string why = check_operand_strides("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, p.seqlen_q,
-                                          p.heads_q, p.batch);
-  if (why.empty()) {
-    why = check_operand_strides("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, p.seqlen_k, p.heads_kv,
-                                p.batch);
+  // The tensor maps' extents: varlen packs the tokens (total_q/total_k rows, no batch dimension).
+  const TokenAxes ax = token_axes(p);
+  std::string why = check_operand_strides("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, ax.rows_q,
+                                          p.heads_q, ax.batch);
+  if (why.empty() && p.k != nullptr) {
+    why = check_operand_strides("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, ax.rows_k, p.heads_kv,
+                                ax.batch);
   }
-  if (why.empty()) {
-    why = check_operand_strides("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, p.seqlen_k, p.heads_kv,
-                                p.batch);
+  if (why.empty() && p.v != nullptr) {
+    why = check_operand_strides("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, ax.rows_k, p.heads_kv,
+                                ax.batch);
   }
   if (!why.empty()) return why;
   // O leaves through TMA stores (or 4-byte stores of element pairs): the same rules as the inputs.
-  why = check_operand_strides("o", p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, p.seqlen_q, p.heads_q,
-                              p.batch);
+  why = check_operand_strides("o", p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, ax.rows_q, p.heads_q,
+                              ax.batch);
   if (!why.empty()) return why;
   return "";
 }
@@ -193,29 +217,37 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
 
   LaunchArgs a;
   a.dtype = p.dtype;
-  a.q = {p.q, p.head_dim_qk, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
-  a.k = {p.k, p.head_dim_qk, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
-  a.v = {p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  const TokenAxes ax = token_axes(p);
+  a.q = {p.q, p.head_dim_qk, ax.rows_q, p.heads_q, ax.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
+  a.k = {p.k, p.head_dim_qk, ax.rows_k, p.heads_kv, ax.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
+  a.v = {p.v, p.head_dim_v, ax.rows_k, p.heads_kv, ax.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  a.o = {p.o, p.head_dim_v, ax.rows_q, p.heads_q, ax.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
   a.schedule = (int)schedule_override();
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
-  a.o = {p.o, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
 
   KernelParams& k = a.params;
   k.o = p.o;
   k.lse = p.lse;
-  k.o_batch_stride = p.o_batch_stride;
+  // Varlen rows are addressed by packed token (scheduler.cuh, Tile::q_offset): no batch strides.
+  k.o_batch_stride = p.is_varlen() ? 0 : p.o_batch_stride;
   k.o_seq_stride = p.o_seq_stride;
   k.o_head_stride = p.o_head_stride;
-  k.lse_batch_stride = p.lse_batch_stride;
+  k.lse_batch_stride = p.is_varlen() ? 0 : p.lse_batch_stride;
   k.lse_head_stride = p.lse_head_stride;
   k.batch = p.batch;
   k.seqlen_q = p.seqlen_q;
   k.seqlen_k = p.seqlen_k;
   k.heads_q = p.heads_q;
   k.heads_per_kv = p.heads_q / p.heads_kv;
+  k.cu_seqlens_q = p.cu_seqlens_q;
+  k.cu_seqlens_k = p.cu_seqlens_k;
+  k.seqused_k = p.seqused_k;
+  // Dense without seqused_k: a sequence's keys end where the k/v maps end (TMA zero-fills past it).
+  k.zero_v_tail = p.is_varlen() || p.seqused_k != nullptr;
   k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
+  k.mask_align = p.mask_align;
   k.scale = p.effective_scale();
   k.scale_log2 = k.scale * attn::kLog2e;
   k.has_softcap = p.softcap > 0.0f;
@@ -233,17 +265,30 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
   FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   constexpr int64_t kElem = 2;  // fp16 / bf16
   const int seqlen = view.seqlen > 0 ? view.seqlen : 1;  // Sk = 0: never loaded, but dims must be >= 1
-  const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
-                              (cuuint64_t)view.batch};
-  const cuuint64_t strides[4] = {(cuuint64_t)(usable_stride(view.seq_stride, seqlen) * kElem), 128,
-                                 (cuuint64_t)(usable_stride(view.head_stride, view.heads) * kElem),
-                                 (cuuint64_t)(usable_stride(view.batch_stride, view.batch) * kElem)};
-  const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)(view.head_dim / 64), 1, 1};
+  const cuuint64_t seq_stride = usable_stride(view.seq_stride, seqlen) * kElem;
+  const cuuint64_t head_stride = usable_stride(view.head_stride, view.heads) * kElem;
+  const cuuint64_t batch_stride = usable_stride(view.batch_stride, view.batch) * kElem;
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  const CUresult res = encode(
-      map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5,
-      const_cast<void*>(view.base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUtensorMapDataType type =
+      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult res;
+  if (!chunked_map(view.head_dim)) {
+    const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
+                                (cuuint64_t)view.batch};
+    const cuuint64_t strides[4] = {seq_stride, 128, head_stride, batch_stride};
+    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)(view.head_dim / 64), 1, 1};
+    res = encode(map, type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    const cuuint64_t dims[4] = {(cuuint64_t)view.head_dim, (cuuint64_t)seqlen, (cuuint64_t)view.heads,
+                                (cuuint64_t)view.batch};
+    const cuuint64_t strides[3] = {seq_stride, head_stride, batch_stride};
+    const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    res = encode(map, type, 4, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
   if (res != CUDA_SUCCESS) {
     return Status::Internal("sm90: cuTensorMapEncodeTiled failed with CUresult " + std::to_string((int)res) +
                             " (head_dim " + std::to_string(view.head_dim) + ", seqlen " + std::to_string(view.seqlen) +

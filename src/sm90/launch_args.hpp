@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include "common/host_device.hpp"
 #include "flashcore/flashcore.hpp"
 #include "sm90/params.hpp"
 #include "sm90/tile_config.hpp"
@@ -11,16 +12,23 @@
 namespace flashcore::sm90 {
 
 // One operand of the kernel as a TMA view: [batch][heads][seqlen][head_dim] with explicit element
-// strides (the flash-attn layout and PyTorch's [B, H, S, D] are both just strides).
+// strides (the flash-attn layout and PyTorch's [B, H, S, D] are both just strides). Varlen: seqlen
+// is the packed token count (total_q / total_k) and batch is 1.
 struct OperandView {
   const void* base = nullptr;
   int head_dim = 0, seqlen = 0, heads = 0, batch = 0;
   int64_t seq_stride = 0, head_stride = 0, batch_stride = 0;  // elements
 };
 
-// Builds the tensor map the kernel loads `view` through: a 5-D view {64, seqlen, head_dim/64, heads,
-// batch} so one box {64, box_rows, head_dim/64, 1, 1} fills a [head_dim/64][box_rows][64] tile with
-// the 128-byte swizzle. Defined in launch.cu (it owns the driver entry point).
+// Builds the tensor map the kernel loads `view` through, both filling a [ceil(head_dim/64)][box_rows][64]
+// tile with the 128-byte swizzle:
+//   head_dim % 64 == 0: a 5-D view {64, seqlen, head_dim/64, heads, batch}; one box
+//                       {64, box_rows, head_dim/64, 1, 1} is the whole tile (one TMA instruction);
+//   otherwise (chunked): a 4-D view {head_dim, seqlen, heads, batch} and a box {64, box_rows, 1, 1}
+//                       per 64-column chunk; the last chunk's columns past head_dim are zero-filled on
+//                       loads and not written on stores.
+// Defined in launch.cu (it owns the driver entry point).
+FC_HOST_DEVICE constexpr bool chunked_map(int head_dim) { return head_dim % 64 != 0; }
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
 
 struct LaunchArgs {

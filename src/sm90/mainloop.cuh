@@ -24,6 +24,7 @@
 #include "ptx/tma.hpp"
 #include "ptx/wgmma.hpp"
 #include "sm90/epilogue.cuh"
+#include "sm90/launch_args.hpp"
 #include "sm90/params.hpp"
 #include "sm90/scheduler.cuh"
 #include "sm90/softmax.cuh"
@@ -32,22 +33,41 @@ namespace flashcore::sm90 {
 
 inline constexpr int kPingPongBarrier = ptx::kFirstNamedBarrier;  // ids 8 (warpgroup 0) and 9 (warpgroup 1)
 
+// One operand tile [ceil(D/64)][kRows][64] from token row `row` of (head, batch): one 5-D box, or one
+// 4-D box per 64-column chunk for a head dim that is not a multiple of 64 (launch_args.hpp).
+template <int kHeadDim, int kRows>
+FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head, int batch) {
+  if constexpr (!chunked_map(kHeadDim)) {
+    ptx::tma_load_5d(dst, map, bar, 0, row, 0, head, batch);
+  } else {
+#pragma unroll
+    for (int c = 0; c < (kHeadDim + 63) / 64; ++c) ptx::tma_load_4d(dst + c * kRows * 64, map, bar, 64 * c, row, head, batch);
+  }
+}
+
 template <class Traits>
 struct Producer {
   using Storage = typename Traits::SharedStorage;
   using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
+  static constexpr int kBlockN = Traits::kBlockN;
 
-  // Runs on one thread of the producer warpgroup.
+  // Runs on the 32 lanes of the producer warpgroup's first warp: every lane walks the tiles and
+  // waits on the barriers; lane 0 alone arrives and issues TMA. The other lanes only help zero V
+  // tails (load_v_zeroing_tail).
   static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
-                             const CUtensorMap* tm_v, const KernelParams& params) {
-    ptx::tma_prefetch_descriptor(tm_q);
-    ptx::tma_prefetch_descriptor(tm_k);
-    ptx::tma_prefetch_descriptor(tm_v);
+                             const CUtensorMap* tm_v, const KernelParams& params, int lane) {
+    const bool leader = lane == 0;
+    if (leader) {
+      ptx::tma_prefetch_descriptor(tm_q);
+      ptx::tma_prefetch_descriptor(tm_k);
+      ptx::tma_prefetch_descriptor(tm_v);
+    }
     ptx::PipelineState<Traits::kStages> k_state, v_state;
-    uint32_t q_phase = 0;
+    uint32_t q_phase = 0, tail_phase = 0;
     for (Scheduler sched(params); sched.valid(); sched.next()) {
       if (!sched.has_tile()) continue;
       const Tile tile = sched.tile();
+      if (!Scheduler::has_rows(tile)) continue;  // the consumers skip it too
       const KvRange range = sched.kv_range(tile);
       if (range.empty()) continue;  // the consumers skip this tile's mainloop too
       const int head_kv = tile.head / params.heads_per_kv;
@@ -55,26 +75,67 @@ struct Producer {
       // Q: wait until the consumers' last S of the previous tile completed (q_empty), then load.
       // A waiter on an "empty" barrier starts at parity 1, which a fresh barrier reports complete.
       ptx::mbarrier_wait(&smem.q_empty, q_phase ^ 1u);
-      ptx::mbarrier_arrive_expect_tx(&smem.q_full, Traits::kQBytes);
-      ptx::tma_load_5d(smem.q, tm_q, &smem.q_full, 0, tile.m_block * Traits::kBlockM, 0, tile.head, tile.batch);
+      if (leader) {
+        ptx::mbarrier_arrive_expect_tx(&smem.q_full, Traits::kQBytes);
+        tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q, tm_q, &smem.q_full,
+                                                        tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
+                                                        tile.map_batch);
+      }
       q_phase ^= 1u;
 
       // K and V, last block first (the masked blocks of a causal tile come first).
       for (int n = range.n_last; n >= range.n_first; --n) {
+        const int key_row = tile.k_offset + n * kBlockN;
         // Stage reuse: wait until every consumer warp released the K (then V) block held there.
         ptx::mbarrier_wait(&smem.k_empty[k_state.index], k_state.phase ^ 1u);
-        ptx::mbarrier_arrive_expect_tx(&smem.k_full[k_state.index], Traits::kKBytes);
-        ptx::tma_load_5d(smem.k[k_state.index], tm_k, &smem.k_full[k_state.index], 0, n * Traits::kBlockN, 0,
-                         head_kv, tile.batch);
+        if (leader) {
+          ptx::mbarrier_arrive_expect_tx(&smem.k_full[k_state.index], Traits::kKBytes);
+          tma_load_operand<Traits::kDqk, kBlockN>(smem.k[k_state.index], tm_k, &smem.k_full[k_state.index], key_row,
+                                                  head_kv, tile.map_batch);
+        }
         k_state.advance();
 
         ptx::mbarrier_wait(&smem.v_empty[v_state.index], v_state.phase ^ 1u);
-        ptx::mbarrier_arrive_expect_tx(&smem.v_full[v_state.index], Traits::kVBytes);
-        ptx::tma_load_5d(smem.v[v_state.index], tm_v, &smem.v_full[v_state.index], 0, n * Traits::kBlockN, 0,
-                         head_kv, tile.batch);
+        const int keys_in_block = tile.mask.seqlen_k - n * kBlockN;  // >= 1: the range ends at the last key
+        if (params.zero_v_tail && keys_in_block < kBlockN) {
+          load_v_zeroing_tail(smem, tm_v, v_state.index, key_row, head_kv, tile.map_batch, keys_in_block, tail_phase,
+                              lane);
+          tail_phase ^= 1u;
+        } else if (leader) {
+          ptx::mbarrier_arrive_expect_tx(&smem.v_full[v_state.index], Traits::kVBytes);
+          tma_load_operand<Traits::kDv, kBlockN>(smem.v[v_state.index], tm_v, &smem.v_full[v_state.index], key_row,
+                                                 head_kv, tile.map_batch);
+        }
         v_state.advance();
       }
     }
+  }
+
+  // A V block that ends past its sequence's keys, with those rows inside the tensor map (a packed
+  // neighbour's keys, or keys past seqused_k, which may hold anything): their P is 0, but 0 * NaN is
+  // NaN, so rows [keys, kBlockN) are zeroed before the consumers may read the stage.
+  //   v_tail   TMA -> producer warp: the block landed (1 arrival + V bytes), instead of v_full;
+  //   then the warp zeroes the rows, fences its generic writes for the async proxy (wgmma reads
+  //   them), and lane 0 completes v_full with a plain arrival (v_full expects 1 arrival, no bytes).
+  static __device__ void load_v_zeroing_tail(Storage& smem, const CUtensorMap* tm_v, int stage, int key_row,
+                                             int head_kv, int batch, int keys, uint32_t tail_phase, int lane) {
+    if (lane == 0) {
+      ptx::mbarrier_arrive_expect_tx(&smem.v_tail, Traits::kVBytes);
+      tma_load_operand<Traits::kDv, kBlockN>(smem.v[stage], tm_v, &smem.v_tail, key_row, head_kv, batch);
+    }
+    ptx::mbarrier_wait(&smem.v_tail, tail_phase);
+    // [Dv/64][kBlockN][64]: rows `keys`.. of each 64-column chunk are one contiguous byte range.
+    // (32-bit shared addresses keep this within the producer's 24 registers.)
+    const uint32_t v_addr = ptx::smem_addr(smem.v[stage]);
+#pragma unroll
+    for (int c = 0; c < Traits::kDvPad / 64; ++c) {
+      const uint32_t chunk = v_addr + c * kBlockN * Traits::kRowBytes;
+      const uint32_t end = chunk + kBlockN * Traits::kRowBytes;
+      for (uint32_t a = chunk + keys * Traits::kRowBytes + lane * 16; a < end; a += 32 * 16) ptx::st_shared_zero16(a);
+    }
+    ptx::fence_proxy_async_smem();  // these generic writes -> the consumers' wgmma (async proxy) reads
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&smem.v_full[stage]);
   }
 };
 
@@ -120,7 +181,7 @@ struct Consumer {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t desc_v = ptx::make_smem_desc(v_addr + kk * 16 * kRowBytes, kBlockN * kRowBytes, 1024);
-      ptx::WgmmaRS<Traits::kDv, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
+      ptx::WgmmaRS<Traits::kDvGemm, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
     }
   }
   // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).
@@ -174,12 +235,13 @@ struct Consumer {
 
   // Softcap, then the visibility mask (only on blocks that are not fully visible to this
   // warpgroup's 64 rows: tails, causal diagonal, window edges).
-  __device__ void prepare_scores(float* s, int n_block, int wg_row_first) const {
+  // `mask`: the tile's sequence's (scheduler.cuh); keys past the sequence's end are invisible there.
+  __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
     const int key_first = n_block * kBlockN;
-    if (!params.mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
+    if (!mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
       const int row0 = wg_row_first + 16 * warp + lane / 4;
-      apply_mask<kAccS>(s, params.mask, row0, key_first + 2 * (lane % 4));
+      apply_mask<kAccS>(s, mask, row0, key_first + 2 * (lane % 4));
     }
   }
 
@@ -213,7 +275,7 @@ struct Consumer {
         for (int it = 0; it < num_blocks; ++it) {
           qk_to_completion(s);
           if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
-          prepare_scores(s, range.n_last - it, wg_row_first);
+          prepare_scores(s, tile.mask, range.n_last - it, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           rescale_o(o, factor);
           convert_p(s, p);
@@ -223,7 +285,7 @@ struct Consumer {
         // Prologue: S of the first block alone.
         qk_to_completion(s);
         if (num_blocks == 1) release(&smem.q_empty);
-        prepare_scores(s, range.n_last, wg_row_first);
+        prepare_scores(s, tile.mask, range.n_last, wg_row_first);
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
         convert_p(s, p);
 
@@ -245,7 +307,7 @@ struct Consumer {
           release(&smem.k_empty[k_state.index]);
           k_state.advance();
           if (it == num_blocks - 1) release(&smem.q_empty);
-          prepare_scores(s, n, wg_row_first);
+          prepare_scores(s, tile.mask, n, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
           ptx::wgmma_wait<0>();
@@ -272,6 +334,7 @@ struct Consumer {
     for (Scheduler sched(params); sched.valid(); sched.next()) {
       if (!sched.has_tile()) continue;
       const Tile tile = sched.tile();
+      if (!Scheduler::has_rows(tile)) continue;  // varlen: past this sequence's rows (the producer skips it too)
       run_tile(tile, sched.kv_range(tile));
     }
     // Ping-pong end: warpgroup 1's last turn_end arrived on warpgroup 0's barrier with no matching

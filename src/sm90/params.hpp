@@ -11,10 +11,11 @@ namespace flashcore::sm90 {
 struct KernelParams {
   void* o = nullptr;
   float* lse = nullptr;  // optional
-  int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;  // elements
+  // Elements. Varlen: the batch strides are 0 (rows are addressed by packed token, scheduler.cuh).
+  int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;
   int64_t lse_batch_stride = 0, lse_head_stride = 0;
 
-  int batch = 0, seqlen_q = 0, seqlen_k = 0;
+  int batch = 0, seqlen_q = 0, seqlen_k = 0;  // varlen: seqlen_q/k are max_seqlen_q/k
   int heads_q = 0;
   int heads_per_kv = 1;  // Hq / Hkv: query head h reads KV head h / heads_per_kv
 
@@ -22,7 +23,20 @@ struct KernelParams {
   int num_tiles = 0;     // num_m_blocks * Hq * B
   int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (scheduler.cuh)
 
-  attn::VisibilityMask mask;  // one mask for every batch entry (no varlen on this path)
+  // Varlen (device pointers, or null): cu_seqlens_q/k pack the sequences along one token axis of
+  // the q/o and k/v tensor maps; seqused_k shortens each sequence's keys. The scheduler resolves a
+  // tile's sequence with attn::sequence_extent and resizes `mask` to it (attn::mask_for_lengths).
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_k = nullptr;
+  // Keys past a sequence's end may lie inside the k/v tensor maps (packed neighbours, or keys past
+  // seqused_k): the producer then zeroes those V rows of a sequence's last KV block, so that
+  // P = 0 never meets a non-finite V (mainloop.cuh). False: every key past the end is outside the
+  // tensor map, which TMA zero-fills.
+  bool zero_v_tail = false;
+
+  attn::VisibilityMask mask;  // the visibility rule at the dense lengths
+  MaskAlign mask_align = MaskAlign::kBottomRight;
 
   // Scores stay in "dot" units (q.k) inside the kernel; the softmax scale is folded into exp2:
   // p = exp2(dot * scale_log2 - max_dot * scale_log2), scale_log2 = scale * kLog2e.

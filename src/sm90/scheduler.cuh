@@ -1,6 +1,11 @@
 // Persistent tile scheduler: grid = min(#tiles, #SMs). A tile is (query block of kBlockM rows,
 // query head, batch entry).
 //
+// Varlen: the grid of tiles is laid over max_seqlen_q (num_m_blocks = ceil(max_seqlen_q / kBlockM)
+// for every sequence); tile() resolves the tile's sequence (its token offsets, lengths and mask),
+// and a tile whose query block starts past its sequence's end has no rows: producer and consumers
+// both skip it (has_rows), so they stay in step.
+//
 // Tile order (the sequence index t):
 //   * heads are taken in groups of `heads_per_group` (b*Hq + h consecutive), sized on the host so
 //     one group's K/V fit comfortably in L2: the CTAs running at the same time share them;
@@ -13,6 +18,7 @@
 // scheduling that needs no global counter (and so stays correct with concurrent launches).
 #pragma once
 
+#include "attention/mask.hpp"
 #include "common/host_device.hpp"
 #include "sm90/params.hpp"
 
@@ -22,6 +28,13 @@ struct Tile {
   int m_block = 0;
   int head = 0;
   int batch = 0;
+  // Where the tile's sequence lies in the tensor maps: its first query / key token row (varlen:
+  // cu_seqlens[b]; dense: 0) and the maps' batch coordinate (varlen: 0, the maps have no batch).
+  int q_offset = 0;
+  int k_offset = 0;
+  int map_batch = 0;
+  int seqlen_q = 0;           // this sequence's query rows
+  attn::VisibilityMask mask;  // this sequence's mask; mask.seqlen_k = its keys (seqused_k applied)
 };
 
 // The KV blocks [n_first, n_last] a query tile visits (inclusive; empty when n_last < n_first).
@@ -61,17 +74,27 @@ struct StaticPersistentScheduler {
     const int head_index = first_head + within % group_heads;
     t.head = head_index % params.heads_q;
     t.batch = head_index / params.heads_q;
+    const attn::SequenceExtent seq = attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k,
+                                                           params.seqlen_q, params.seqlen_k, t.batch);
+    t.q_offset = (int)seq.q_start;
+    t.k_offset = (int)seq.k_start;
+    t.map_batch = params.cu_seqlens_q != nullptr ? 0 : t.batch;  // varlen: q and k are both packed
+    t.seqlen_q = seq.seqlen_q;
+    t.mask = attn::mask_for_lengths(params.mask, params.mask_align, seq.seqlen_q, seq.seqlen_k);
     return t;
   }
+
+  // False for a varlen tile past its sequence's last query row (nothing to load or store).
+  FC_DEVICE static bool has_rows(const Tile& t) { return t.m_block * kBlockM < t.seqlen_q; }
 
   // Union of the visible keys of the tile's rows (contiguous because each row's window is an
   // interval sliding by one key per row), in KV blocks.
   FC_DEVICE KvRange kv_range(const Tile& t) const {
     KvRange r;
     const int row_first = t.m_block * kBlockM;
-    const int row_last = min(row_first + kBlockM, params.seqlen_q) - 1;
-    const int key_first = params.mask.first_key(row_first);
-    const int key_last = params.mask.last_key(row_last);
+    const int row_last = min(row_first + kBlockM, t.seqlen_q) - 1;
+    const int key_first = t.mask.first_key(row_first);
+    const int key_last = t.mask.last_key(row_last);
     if (key_last < key_first) return r;  // also covers Sk == 0 (last_key < 0)
     r.n_first = key_first / kBlockN;
     r.n_last = key_last / kBlockN;

@@ -4,7 +4,8 @@
 // Fixed by the kernel's structure (not tunable here):
 //   * one producer warpgroup + kConsumerWarpgroups consumer warpgroups of 64 query rows each, so
 //     kBlockM = 64 * kConsumerWarpgroups;
-//   * operand tiles use the 128-byte swizzle: head dims must be multiples of 64.
+//   * operand tiles use the 128-byte swizzle, [cols/64][rows][64]: a head dim that is not a multiple
+//     of 64 (96) occupies the next multiple in shared memory (zero columns), so budget with it.
 // Budgets to respect when editing:
 //   * shared memory: Q (kBlockM x Dqk) + kStages x (K kBlockN x Dqk + V kBlockN x Dv), 16-bit, plus
 //     1 KiB alignment slack, must fit the 227 KiB opt-in limit;
@@ -21,6 +22,8 @@ namespace flashcore::sm90 {
 // otherwise each thread stores its fragment directly.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
+// kPadPvN: O += P V runs with N = Dv rounded up to 64 (the zero-filled V columns), instead of N = Dv;
+// only meaningful when Dv is not a multiple of 64.
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -50,6 +53,7 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
+  static constexpr bool kPadPvN = false;
 };
 
 template <>
@@ -64,6 +68,7 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
+  static constexpr bool kPadPvN = false;
 };
 
 template <>
@@ -78,6 +83,44 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
+  static constexpr bool kPadPvN = false;
+};
+
+// d96 and 192/128 (2026-11-23): not tuned by measurement yet; both take d128's shape (kBlockN 128,
+// overlap + ping-pong), whose fragments they fit with room to spare or exactly. Registers and
+// timings: docs/perf-notes.md, sm90 section.
+//   d96: Q/K/V tiles are 128 columns wide in shared memory (96 + 32 zero columns), so shared memory
+//   is d128's; S = Q K^T runs 6 k-steps, O += P V is one m64n96 wgmma (O: 48 fp32 per thread).
+template <>
+struct TileConfig<96, 96> {
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr int kAltBlockN = 176;
+  static constexpr int kAltStages = 2;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = true;
+  static constexpr bool kPadPvN = false;
+};
+
+//   192/128: Q 48 KiB + 2 stages x (K 48 + V 32 KiB) = 208 KiB leaves no room for the 32 KiB O
+//   staging tiles: direct-store epilogue. Consumer fragments are d128's (O 64 + S 64 + P 32).
+template <>
+struct TileConfig<192, 128> {
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr int kAltBlockN = 112;
+  static constexpr int kAltStages = 2;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = false;
+  static constexpr bool kPadPvN = false;
 };
 
 // The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
