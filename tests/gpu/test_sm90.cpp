@@ -3,8 +3,10 @@
 // the path's error (relative Frobenius and max-abs, vs fp64) must be no worse than 2x the error of a
 // naive computation in the same dtype (fp32 accumulation, inputs and probabilities P rounded to the
 // dtype, output rounded). Outputs are poisoned with NaN before each run; every element must be
-// written. The sweep covers head dims x dtypes x masks (causal both alignments, window) x GQA x
-// tails x Sq != Sk x input scale 1 and 10 x softcap x both memory layouts x both schedules.
+// written. The sweep covers head dims (64, 96, 128, 192/128, 256) x dtypes x masks (causal both
+// alignments, window) x GQA x tails x Sq != Sk x input scale 1 and 10 x softcap x both memory
+// layouts x both schedules, and varlen (packed sequences of length 0, 1 and uneven lengths,
+// seqused_k) with every mask rule.
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/paths.hpp"
 #include "common/gpu.hpp"
 #include "common/gpu_check.hpp"
 #include "flashcore/flashcore.hpp"
@@ -23,6 +26,9 @@ namespace {
 
 struct Case {
   int batch = 1, heads_q = 2, heads_kv = 2, seqlen_q = 128, seqlen_k = 128, head_dim = 128;
+  int head_dim_v = 0;  // 0: head_dim
+  // Varlen when non-empty (batch = their size; seqlen_q/k unused): one length per sequence.
+  std::vector<int> varlen_q, varlen_k, seqused_k;
   DType dtype = DType::kBFloat16;
   bool causal = false;
   MaskAlign align = MaskAlign::kBottomRight;
@@ -34,10 +40,21 @@ struct Case {
   const char* block_n = "";    // FLASHCORE_SM90_BLOCK_N value ("" = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
 
+  int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   std::string name() const {
-    std::string s = "d" + std::to_string(head_dim) + "_" + dtype_name(dtype) + "_B" + std::to_string(batch) + "_H" +
-                    std::to_string(heads_q) + "x" + std::to_string(heads_kv) + "_Sq" + std::to_string(seqlen_q) +
-                    "_Sk" + std::to_string(seqlen_k);
+    auto join = [](const std::vector<int>& v) {
+      std::string j;
+      for (int x : v) j += (j.empty() ? "" : "-") + std::to_string(x);
+      return j;
+    };
+    std::string s = "d" + std::to_string(head_dim) + (dv() != head_dim ? "v" + std::to_string(dv()) : "") + "_" +
+                    dtype_name(dtype) + "_H" + std::to_string(heads_q) + "x" + std::to_string(heads_kv);
+    if (varlen_q.empty()) {
+      s += "_B" + std::to_string(batch) + "_Sq" + std::to_string(seqlen_q) + "_Sk" + std::to_string(seqlen_k);
+    } else {
+      s += "_varlenQ" + join(varlen_q) + "_K" + join(varlen_k);
+    }
+    if (!seqused_k.empty()) s += "_used" + join(seqused_k);
     if (causal) s += align == MaskAlign::kBottomRight ? "_causalBR" : "_causalTL";
     if (window_left >= 0 || window_right >= 0) {
       s += "_win" + std::to_string(window_left) + "," + std::to_string(window_right);
@@ -66,7 +83,12 @@ void run_case(const Case& c) {
   tc.seqlen_k = c.seqlen_k;
   tc.heads_q = c.heads_q;
   tc.heads_kv = c.heads_kv;
-  tc.head_dim_qk = tc.head_dim_v = c.head_dim;
+  tc.head_dim_qk = c.head_dim;
+  tc.head_dim_v = c.dv();
+  tc.varlen_q = c.varlen_q;
+  tc.varlen_k = c.varlen_k;
+  tc.seqused_k = c.seqused_k;
+  if (!c.varlen_q.empty()) tc.batch = (int)c.varlen_q.size();
   tc.dtype = c.dtype;
   tc.causal = c.causal;
   tc.align = c.align;
@@ -76,6 +98,7 @@ void run_case(const Case& c) {
   tc.input_scale = c.input_scale;
   tc.layout = c.bhsd ? testing::Layout::kBHSD : testing::Layout::kBSHD;
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
+  for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
 
   if (*c.schedule) setenv("FLASHCORE_SM90_SCHEDULE", c.schedule, 1);
   if (*c.block_n) setenv("FLASHCORE_SM90_BLOCK_N", c.block_n, 1);
@@ -89,12 +112,64 @@ void run_case(const Case& c) {
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
 }
 
+// The sm90 tile config's kAltBlockN for head dim d (tile_config.hpp), as FLASHCORE_SM90_BLOCK_N.
+const char* alt_block_n(int d) {
+  switch (d) {
+    case 64: return "128";
+    case 96: return "176";
+    case 128: return "176";
+    case 192: return "112";
+    default: return "48";
+  }
+}
+
+// Packed sequences: lengths 0 and 1, uneven lengths around the tile sizes, sequences with no keys,
+// seqused_k, with every mask rule the path has and GQA/MQA. Rows past a sequence's end inside a
+// tile must not be written (the neighbour's rows are checked like every other row).
+void add_varlen_cases(std::vector<Case>& cases, const Case& base) {
+  auto add = [&](auto edit) {
+    Case c = base;
+    edit(c);
+    cases.push_back(c);
+  };
+  add([](Case& c) {  // no mask, GQA 2; a sequence with no queries, one with no keys, length 1
+    c.heads_q = 4, c.heads_kv = 2;
+    c.varlen_q = {1, 130, 7, 0, 65, 200};
+    c.varlen_k = {63, 129, 0, 5, 200, 333};
+  });
+  add([](Case& c) {  // causal bottom-right, seqused_k (0 and partial), input scale 10
+    c.varlen_q = {1, 130, 7, 0, 65, 200};
+    c.varlen_k = {63, 129, 0, 5, 200, 333};
+    c.seqused_k = {40, 129, 0, 5, 77, 300};
+    c.causal = true, c.input_scale = 10;
+  });
+  add([](Case& c) {  // causal top-left: Sq > Sk (empty rows at the end) and Sq < Sk
+    c.varlen_q = {300, 1, 129};
+    c.varlen_k = {129, 400, 1};
+    c.causal = true, c.align = MaskAlign::kTopLeft;
+  });
+  add([](Case& c) {  // sliding window + softcap + seqused_k, MQA
+    c.heads_q = 8, c.heads_kv = 1;
+    c.varlen_q = {77, 250, 3};
+    c.varlen_k = {100, 260, 70};
+    c.seqused_k = {100, 190, 1};
+    c.window_left = 20, c.window_right = 5, c.softcap = 30;
+  });
+  add([](Case& c) {  // many tiles per CTA, full 64-row warpgroup tiles next to partial ones
+    c.heads_q = 16, c.heads_kv = 4;
+    c.varlen_q = {700, 64, 128, 1000, 3, 192};
+    c.varlen_k = {700, 64, 500, 1000, 3, 191};
+    c.causal = true;
+  });
+}
+
 std::vector<Case> sweep() {
   std::vector<Case> cases;
-  for (int d : {64, 128, 256}) {
+  for (int d : {64, 96, 128, 192, 256}) {
     for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
       Case base;
       base.head_dim = d, base.dtype = dt;
+      if (d == 192) base.head_dim_v = 128;  // the built 192 pair is Dqk/Dv = 192/128
       auto add = [&](auto edit) {
         Case c = base;
         edit(c);
@@ -115,7 +190,7 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 777; c.causal = true; c.schedule = "serial"; });
       add([](Case& c) { c.seqlen_q = 333; c.seqlen_k = 555; c.input_scale = 10; c.schedule = "serial"; });
       // The tuning candidate kAltBlockN (serial schedule) and the rescale-only-when-the-max-moved variant.
-      const char* alt = d == 64 ? "128" : d == 128 ? "176" : "48";
+      const char* alt = alt_block_n(d);
       add([&](Case& c) { c.seqlen_q = c.seqlen_k = 999; c.causal = true; c.input_scale = 10; c.block_n = alt; });
       add([&](Case& c) { c.seqlen_q = 257; c.seqlen_k = 1100; c.window_left = 300; c.window_right = 40; c.block_n = alt; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.causal = true; c.input_scale = 10; c.rescale = "vote"; });
@@ -124,6 +199,9 @@ std::vector<Case> sweep() {
       // the O staging tile are reused across tiles (and the snake order visits both directions).
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 700; c.causal = true; });
       add([](Case& c) { c.batch = 3; c.heads_q = 24; c.heads_kv = 24; c.seqlen_q = 520; c.seqlen_k = 333; });
+      add_varlen_cases(cases, base);
+      // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
+      add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
     }
   }
   Case big;  // a longer sequence: many KV blocks, several tiles per CTA
@@ -152,6 +230,23 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Sweep, ::testing::ValuesIn(sweep()), [](const 
   return n;
 });
 
+// Small varlen cases for compute-sanitizer (memcheck / racecheck): the zeroed V tail (producer
+// warp's generic writes before the consumers' wgmma), the direct-store epilogue of partial
+// warpgroup tiles next to TMA stores of full ones, and the chunked (d96) maps.
+TEST(Sm90Sanitizer, SmallVarlenCases) {
+  FC_REQUIRE_SM(90);
+  for (int d : {96, 128, 192}) {
+    Case c;
+    c.head_dim = d, c.head_dim_v = d == 192 ? 128 : 0;
+    c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
+    c.varlen_q = {5, 0, 64, 70};
+    c.varlen_k = {33, 7, 64, 150};
+    c.seqused_k = {20, 7, 64, 101};
+    c.causal = true;
+    run_case(c);
+  }
+}
+
 // supports() names precisely what the sm90 path does not compute, so dispatch falls back.
 TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   FC_REQUIRE_SM(90);
@@ -168,20 +263,60 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   AttentionParams x = p;
   x.dtype = DType::kFloat32;
   EXPECT_NE(reason(x).find("dtype fp32"), std::string::npos) << reason(x);
-  x = p, x.head_dim_qk = x.head_dim_v = 96, set_dense_strides(x);
-  EXPECT_NE(reason(x).find("head dims 96/96"), std::string::npos) << reason(x);
+  x = p, x.head_dim_qk = x.head_dim_v = 80, set_dense_strides(x);
+  EXPECT_NE(reason(x).find("head dims 80/80"), std::string::npos) << reason(x);
   x = p, x.alibi_slopes = static_cast<const float*>(buf);
   EXPECT_NE(reason(x).find("ALiBi"), std::string::npos) << reason(x);
-  int32_t* cu = static_cast<int32_t*>(buf);
-  x = p, x.cu_seqlens_q = cu, x.cu_seqlens_k = cu;
-  EXPECT_NE(reason(x).find("varlen"), std::string::npos) << reason(x);
   x = p, x.k_seq_stride = 132;  // 264 bytes: not a multiple of 16
   EXPECT_NE(reason(x).find("k_seq_stride"), std::string::npos) << reason(x);
   x = p, x.o_seq_stride = 130;  // O leaves through TMA stores: the same 16-byte rule
   EXPECT_NE(reason(x).find("o_seq_stride"), std::string::npos) << reason(x);
   x = p, x.q = static_cast<char*>(buf) + 8;
   EXPECT_NE(reason(x).find("16-byte aligned"), std::string::npos) << reason(x);
+  // Varlen and seqused_k run on this path.
+  int32_t* cu = static_cast<int32_t*>(buf);
+  x = p, x.cu_seqlens_q = cu, x.cu_seqlens_k = cu, x.seqused_k = cu, x.total_q = x.total_k = 64;
+  EXPECT_TRUE(supports(x, KernelPath::kSm90).supported) << reason(x);
   cudaFree(buf);
+}
+
+// The same table without a device (runs everywhere the sm90 path is built): varlen, seqused_k,
+// d96 and 192/128 are accepted (when this build holds them); the packed token axis is what the
+// stride rules apply to.
+TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
+  const detail::PathOps sm90 = detail::sm90_path();
+  detail::DeviceInfo info;
+  info.has_device = true, info.cc_major = 9, info.cc_minor = 0, info.sm_count = 132;
+  info.max_smem_per_block_optin = 227 * 1024;
+  AttentionParams p;
+  p.batch = 3, p.seqlen_q = p.seqlen_k = 100, p.heads_q = 4, p.heads_kv = 2;
+  p.head_dim_qk = p.head_dim_v = 128, p.dtype = DType::kBFloat16;
+  alignas(16) static int32_t cu[4] = {0, 10, 50, 100};
+  p.q = p.k = p.v = p.o = reinterpret_cast<void*>(uintptr_t(1) << 20);
+  p.cu_seqlens_q = p.cu_seqlens_k = cu;
+  p.total_q = p.total_k = 100;
+  set_dense_strides(p);
+  const std::string why = sm90.supports(p, info);
+  if (why.find("not part of this build") != std::string::npos || why.find("not built") != std::string::npos) {
+    GTEST_SKIP() << why;
+  }
+  EXPECT_EQ(why, "");
+  AttentionParams x = p;
+  x.seqused_k = cu;
+  EXPECT_EQ(sm90.supports(x, info), "");
+  x = p, x.batch = 1, x.cu_seqlens_q = x.cu_seqlens_k = nullptr, x.seqused_k = cu;  // dense + seqused_k
+  EXPECT_EQ(sm90.supports(x, info), "");
+  x = p, x.q_seq_stride = 4;  // the packed token stride: 8 bytes
+  EXPECT_NE(sm90.supports(x, info).find("q_seq_stride"), std::string::npos) << sm90.supports(x, info);
+  for (auto [dqk, dv] : {std::pair{96, 96}, std::pair{192, 128}}) {
+    x = p, x.head_dim_qk = dqk, x.head_dim_v = dv, set_dense_strides(x);
+    const std::string r = sm90.supports(x, info);
+    EXPECT_TRUE(r.empty() || r.find("not built") != std::string::npos) << dqk << "/" << dv << ": " << r;
+  }
+  x = p, x.head_dim_qk = 192, x.head_dim_v = 192, set_dense_strides(x);  // only 192/128 is an sm90 pair
+  EXPECT_NE(sm90.supports(x, info).find("head dims 192/192"), std::string::npos) << sm90.supports(x, info);
+  info.max_smem_per_block_optin = 100 * 1024;
+  EXPECT_NE(sm90.supports(p, info).find("shared memory"), std::string::npos) << sm90.supports(p, info);
 }
 
 }  // namespace
