@@ -20,6 +20,7 @@
 #include "common/gpu.hpp"
 #include "common/gpu_check.hpp"
 #include "flashcore/flashcore.hpp"
+#include "reference/cpu_reference.hpp"
 
 namespace flashcore {
 namespace {
@@ -244,6 +245,49 @@ TEST(Sm90Sanitizer, SmallVarlenCases) {
     c.seqused_k = {20, 7, 64, 101};
     c.causal = true;
     run_case(c);
+  }
+}
+
+// Keys past seqused_k may hold anything, NaN included (docs/semantics.md): the path loads them
+// (they lie inside the k/v tensor maps) but they never reach the output: their scores are masked
+// to -inf and the producer zeroes their V rows, so P = 0 never meets a NaN.
+TEST(Sm90Varlen, KeysPastSequsedKNeverReachTheOutputEvenAsNaN) {
+  FC_REQUIRE_SM(90);
+  for (int d : {96, 128}) {
+    testing::TestCase tc;
+    tc.head_dim_qk = tc.head_dim_v = d;
+    tc.dtype = DType::kBFloat16;
+    tc.heads_q = 2, tc.heads_kv = 1;
+    tc.varlen_q = {70, 5, 130};
+    tc.varlen_k = {200, 64, 150};
+    tc.seqused_k = {77, 1, 150};
+    tc.batch = 3, tc.seed = 99u + uint64_t(d);
+    testing::HostProblem host = testing::make_problem(tc);
+    std::vector<double> ref_out, ref_lse;
+    reference::cpu_reference_forward_f64(host.params, &ref_out, &ref_lse);
+    const testing::ErrorStats naive = testing::compare(testing::naive_same_dtype_reference(host.params), ref_out);
+    const AttentionParams& p = host.params;
+    uint16_t* k = reinterpret_cast<uint16_t*>(host.k.data());
+    uint16_t* v = reinterpret_cast<uint16_t*>(host.v.data());
+    for (int b = 0; b < p.batch; ++b) {
+      for (int64_t token = host.cu_seqlens_k[b] + host.seqused_k[b]; token < host.cu_seqlens_k[b + 1]; ++token) {
+        for (int h = 0; h < p.heads_kv; ++h) {
+          for (int e = 0; e < d; ++e) {
+            k[token * p.k_seq_stride + h * p.k_head_stride + e] = 0xFFFF;  // NaN in fp16 and bf16
+            v[token * p.v_seq_stride + h * p.v_head_stride + e] = 0xFFFF;
+          }
+        }
+      }
+    }
+    testing::DeviceProblem device(host);
+    const Status st = device.run(KernelPath::kSm90);
+    ASSERT_TRUE(st.ok()) << st.message;
+    std::vector<uint8_t> o;
+    std::vector<float> lse;
+    device.download(&o, &lse);
+    const testing::ErrorStats err = testing::compare(testing::read_output(host, o.data()), ref_out);
+    EXPECT_TRUE(testing::within(err, testing::tolerance_from_naive(naive, testing::default_rel_floor(tc.dtype))))
+        << "d" << d << ": " << err.describe();
   }
 }
 
