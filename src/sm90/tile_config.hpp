@@ -86,7 +86,7 @@ struct TileConfig<256, 256> {
   static constexpr bool kPadPvN = false;
 };
 
-// d96 and 192/128 (2026-11-23): not tuned by measurement yet; both take d128's shape (kBlockN 128,
+// d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
 // overlap + ping-pong), whose fragments they fit with room to spare or exactly. Registers and
 // timings: docs/perf-notes.md, sm90 section.
 //   d96: Q/K/V tiles are 128 columns wide in shared memory (96 + 32 zero columns), so shared memory
