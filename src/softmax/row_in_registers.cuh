@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "softmax/softmax_common.cuh"
@@ -29,10 +30,12 @@ FC_DEVICE V row_group_allreduce(V value, Op op, V* scratch) {
   }
 }
 
-template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow>
+template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kFusedReduction>
 __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(const T* x, T* y, float* lse,
                                                                                int64_t rows, int cols) {
-  __shared__ float scratch[kWarpSize];  // block mode only
+  __shared__ RowStats scratch_stats[kWarpSize];  // block mode only
+  float* scratch = reinterpret_cast<float*>(scratch_stats);
+  wait_for_previous_grid();
   // A row group is the warp (step 5) or the block (step 6); `rank` is this thread's place in it.
   const int group_threads = kBlockPerRow ? int(blockDim.x) : kWarpSize;
   const int rank = kBlockPerRow ? int(threadIdx.x) : int(threadIdx.x) % kWarpSize;
@@ -58,6 +61,35 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
       }
 #pragma unroll
       for (int i = 0; i < kVec; ++i) row_max = max_nan(row_max, values[k][i]);
+    }
+    if constexpr (kFusedReduction) {
+      // One reduction instead of two: each thread first exponentiates against its OWN max, then
+      // the group merges (max, sum) pairs (merge_stats rescales each sum to the row max), and the
+      // write pass applies the thread's correction exp(thread_max - row_max) / row_sum. Saves a
+      // round of shuffles and two barriers per row, which is what a short row waits on.
+      float thread_sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kVecsPerThread; ++k) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          values[k][i] = exp_term(values[k][i], row_max);  // padding (-inf) adds 0, even when row_max is -inf
+          thread_sum += values[k][i];
+        }
+      }
+      const RowStats stats = row_group_allreduce<kBlockPerRow>(RowStats{row_max, thread_sum}, MergeOp{}, scratch_stats);
+      // An all -inf row: 0 * (1 / 0) = NaN, as torch gives; a NaN row max makes the factor NaN.
+      const float factor = exp_term(row_max, stats.max) * (1.0f / stats.sum);
+#pragma unroll
+      for (int k = 0; k < kVecsPerThread; ++k) {
+        const int col = (k * group_threads + rank) * kVec;
+        if (col < cols) {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) values[k][i] *= factor;
+          store_pack<T, kVec>(y_row + col, values[k]);
+        }
+      }
+      if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(stats.max, stats.sum);
+      continue;
     }
     row_max = row_group_allreduce<kBlockPerRow>(row_max, MaxOp{}, scratch);
 
@@ -99,8 +131,12 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
     if (vecs_per_thread > kVecsPerThread) {
       return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name);
     }
-    row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow><<<grid, threads, 0, p.stream>>>(
-        static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+    const auto args = std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+    const Status launched =
+        experiment_knob("FLASHCORE_SOFTMAX_FUSED", 1)
+            ? launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>, grid, threads, 0, p.stream, args)
+            : launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>, grid, threads, 0, p.stream, args);
+    if (!launched.ok()) return launched;
     FC_CHECK_LAUNCH(name);
     return Status::Ok();
   }

@@ -6,7 +6,8 @@
 // DRAM, and the graph removes host launch overhead (small shapes take only a few microseconds).
 // Warm-up replays, then the median over --runs (default 30) replays, each timed with CUDA events.
 //
-//   flashcore-softmax-bench [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16]
+//   flashcore-softmax-bench [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16] [--shapes 4096x4096,...]
+//                           [--variants row_per_block,row_in_smem,...]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -105,6 +106,17 @@ void fill_random(std::vector<uint8_t>& bytes, int64_t count, DType dtype, uint64
   }
 }
 
+// True when `name` is one of the comma-separated entries of `list`.
+bool listed(const std::string& list, const std::string& name) {
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    if (list.compare(begin, end - begin, name) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 struct Result {
   std::string shape, dtype, variant, chosen;
   double us = 0.0, gbs = 0.0, copy_fraction = 0.0;
@@ -125,7 +137,7 @@ bool first_rows_sum_to_one(const void* y_dev, int64_t rows, int64_t cols, DType 
   return true;
 }
 
-void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, size_t l2_bytes, cudaStream_t stream,
+void bench_shape(const Shape& shape, DType dtype, const std::string& variant_filter, int runs, double copy_gbs, size_t l2_bytes, cudaStream_t stream,
                  std::vector<Result>& results) {
   const int64_t elems = shape.rows * shape.cols;
   const size_t tensor_bytes = size_t(elems) * size_t(flashcore::dtype_size(dtype));
@@ -143,6 +155,7 @@ void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, siz
   }
   const std::string shape_name = std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
   for (SoftmaxVariant variant : kVariants) {
+    if (!variant_filter.empty() && !listed(variant_filter, flashcore::softmax_variant_name(variant))) continue;
     Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, false, ""};
     SoftmaxVariant chosen = variant;
     const flashcore::Status can_run =
@@ -196,7 +209,7 @@ void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, siz
 
 int main(int argc, char** argv) {
   int runs = 30;
-  std::string json_path;
+  std::string json_path, shape_filter, variant_filter;
   std::vector<DType> dtypes = {DType::kFloat32, DType::kBFloat16};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -204,6 +217,10 @@ int main(int argc, char** argv) {
       runs = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      shape_filter = argv[++i];
+    } else if (arg == "--variants" && i + 1 < argc) {
+      variant_filter = argv[++i];
     } else if (arg == "--dtypes" && i + 1 < argc) {
       const std::string list = argv[++i];
       dtypes.clear();
@@ -211,7 +228,7 @@ int main(int argc, char** argv) {
       if (list.find("bf16") != std::string::npos) dtypes.push_back(DType::kBFloat16);
       if (list.find("fp16") != std::string::npos) dtypes.push_back(DType::kFloat16);
     } else {
-      std::fprintf(stderr, "usage: %s [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16] [--shapes RxC,...] [--variants NAME,...]\n", argv[0]);
       return 2;
     }
   }
@@ -228,7 +245,8 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs, runs);
   std::vector<Result> results;
   for (const Shape& shape : kShapes) {
-    for (DType dtype : dtypes) bench_shape(shape, dtype, runs, copy_gbs, size_t(prop.l2CacheSize), stream, results);
+    if (!shape_filter.empty() && !listed(shape_filter, std::to_string(shape.rows) + "x" + std::to_string(shape.cols))) continue;
+    for (DType dtype : dtypes) bench_shape(shape, dtype, variant_filter, runs, copy_gbs, size_t(prop.l2CacheSize), stream, results);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
