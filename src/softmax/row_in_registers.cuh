@@ -30,7 +30,7 @@ FC_DEVICE V row_group_allreduce(V value, Op op, V* scratch) {
   }
 }
 
-template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kFusedReduction, bool kPrefetch>
+template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kFusedReduction, bool kStreaming = false>
 __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(const T* x, T* y, float* lse,
                                                                                int64_t rows, int cols) {
   __shared__ RowStats scratch_stats[kWarpSize];  // block mode only
@@ -43,41 +43,22 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
   const int group = kBlockPerRow ? 0 : int(threadIdx.x) / kWarpSize;
   const int64_t row_stride = int64_t(gridDim.x) * groups_per_block;
 
-  using RawPack = Pack<T, kVec>;
-  // Vector k of this thread starts at column (k * group_threads + rank) * kVec: consecutive
-  // threads read consecutive vectors, so every load instruction of the group is coalesced.
-  auto load_row = [&](int64_t row, RawPack (&raw)[kVecsPerThread]) {
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int col = (k * group_threads + rank) * kVec;
-      if (col < cols) raw[k] = load_raw<T, kVec>(x + row * cols + col);  // a vector is wholly in or out
-    }
-  };
-  // kPrefetch (persistent grid, several rows per group): the next row's loads are issued before
-  // this row's reductions and stores, so DRAM reads stay in flight while the group waits on
-  // barriers instead of starting cold for every row.
-  RawPack next_raw[kVecsPerThread];
-  int64_t row = int64_t(blockIdx.x) * groups_per_block + group;
-  if constexpr (kPrefetch) {
-    if (row < rows) load_row(row, next_raw);
-  }
-  for (; row < rows; row += row_stride) {
+  for (int64_t row = int64_t(blockIdx.x) * groups_per_block + group; row < rows; row += row_stride) {
+    const T* x_row = x + row * cols;
     T* y_row = y + row * cols;
-    RawPack raw[kVecsPerThread];
-    if constexpr (kPrefetch) {
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) raw[k] = next_raw[k];
-      if (row + row_stride < rows) load_row(row + row_stride, next_raw);
-    } else {
-      load_row(row, raw);
-    }
+    // Vector k of this thread starts at column (k * group_threads + rank) * kVec: consecutive
+    // threads read consecutive vectors, so every load instruction of the group is coalesced.
     float values[kVecsPerThread][kVec];
     float row_max = -INFINITY;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int col = (k * group_threads + rank) * kVec;
-      if (col < cols) {
-        unpack(raw[k], values[k]);
+      if (col < cols) {  // cols % kVec == 0, so a vector is wholly inside the row or wholly past it
+        if constexpr (kStreaming) {
+          load_pack_streaming<T, kVec>(x_row + col, values[k]);
+        } else {
+          load_pack<T, kVec>(x_row + col, values[k]);
+        }
       } else {
 #pragma unroll
         for (int i = 0; i < kVec; ++i) values[k][i] = -INFINITY;  // padding: adds 0 to the sum
@@ -137,7 +118,11 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
       if (col < cols) {
 #pragma unroll
         for (int i = 0; i < kVec; ++i) values[k][i] *= inv_row_sum;
-        store_pack<T, kVec>(y_row + col, values[k]);
+        if constexpr (kStreaming) {
+          store_pack_streaming<T, kVec>(y_row + col, values[k]);
+        } else {
+          store_pack<T, kVec>(y_row + col, values[k]);
+        }
       }
     }
     if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(row_max, row_sum);
@@ -155,30 +140,14 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
       return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name);
     }
     const auto args = std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
-    // EXPERIMENT knobs (defaults: merged reduction for a warp, two plain ones for a block; prefetch
-    // where the next row's raw vectors fit in 64 bytes per thread).
+    // EXPERIMENT knob (default: the merged reduction for a warp, two plain ones for a block).
     const int fused_knob = experiment_knob("FLASHCORE_SOFTMAX_FUSED", -1);
     const bool fused = fused_knob < 0 ? !kBlockPerRow : fused_knob != 0;
-    constexpr bool kCanPrefetch = kVecsPerThread * kVec * int(sizeof(T)) <= 64;
-    const bool prefetch = kCanPrefetch && experiment_knob("FLASHCORE_SOFTMAX_PREFETCH", 1) != 0;
-    auto launch = [&](auto kernel) -> Status {
-      unsigned launch_grid = grid;
-      if (prefetch) {  // persistent: as many groups as fit on the device at once
-        int blocks_per_sm = experiment_knob("FLASHCORE_SOFTMAX_BLOCKS_PER_SM", 0);
-        if (blocks_per_sm <= 0) FC_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, 0));
-        const int64_t resident = int64_t(p.sm_count) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
-        if (resident < launch_grid) launch_grid = unsigned(resident);
-      }
-      return launch_softmax_kernel(kernel, launch_grid, threads, 0, p.stream, args);
-    };
-    Status launched = Status::Ok();
-    if (fused) {
-      launched = launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true, false>);
-    } else if (prefetch) {
-      launched = launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false, kCanPrefetch>);
-    } else {
-      launched = launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false, false>);
-    }
+    const bool streaming = experiment_knob("FLASHCORE_SOFTMAX_STREAMING", 0) != 0;
+    const Status launched =
+        fused       ? launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>, grid, threads, 0, p.stream, args)
+        : streaming ? launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false, true>, grid, threads, 0, p.stream, args)
+                    : launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>, grid, threads, 0, p.stream, args);
     if (!launched.ok()) return launched;
     FC_CHECK_LAUNCH(name);
     return Status::Ok();

@@ -54,6 +54,18 @@ FC_DEVICE void load_pack(const T* src, float (&out)[kVec]) {
   unpack(load_raw<T, kVec>(src), out);
 }
 
+// Streaming (evict-first) variants of the 16-byte accesses: x is read once and y is not read back,
+// so neither should displace other lines in L2. (EXPERIMENT: kept only if measured faster.)
+template <typename T, int kVec>
+FC_DEVICE void load_pack_streaming(const T* src, float (&out)[kVec]) {
+  if constexpr (sizeof(T) * kVec == 16) {
+    const uint4 bits = __ldcs(reinterpret_cast<const uint4*>(src));
+    unpack(*reinterpret_cast<const Pack<T, kVec>*>(&bits), out);
+  } else {
+    load_pack<T, kVec>(src, out);
+  }
+}
+
 // Two floats to one 16-bit pair in one conversion instruction (F2FP), round to nearest even.
 FC_DEVICE void convert_pair(float a, float b, __half* dst) {
   *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(a, b);
@@ -73,6 +85,23 @@ FC_DEVICE void store_pack(T* dst, const float (&in)[kVec]) {
     for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
   }
   *reinterpret_cast<Pack<T, kVec>*>(dst) = pack;
+}
+
+template <typename T, int kVec>
+FC_DEVICE void store_pack_streaming(T* dst, const float (&in)[kVec]) {
+  if constexpr (sizeof(T) * kVec == 16) {
+    Pack<T, kVec> pack;
+    if constexpr (sizeof(T) == 2) {
+#pragma unroll
+      for (int i = 0; i < kVec; i += 2) convert_pair(in[i], in[i + 1], &pack.elems[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
+    }
+    __stcs(reinterpret_cast<uint4*>(dst), *reinterpret_cast<const uint4*>(&pack));
+  } else {
+    store_pack<T, kVec>(dst, in);
+  }
 }
 
 // ---- the row math -----------------------------------------------------------------------------

@@ -25,8 +25,6 @@ constexpr int kDefaultDynamicSharedBytes = 48 * 1024;
 // Kept free of the per-block opt-in limit for the kernel's static shared memory (the reduction
 // scratch) and the 16-byte round-up of the row.
 constexpr int64_t kStaticSharedReserve = 1024;
-// Rows this long or shorter are double-buffered (two rows per block in shared memory).
-constexpr int64_t kDoubleBufferMaxRowBytes = 16 * 1024;
 
 FC_DEVICE unsigned shared_address(const void* ptr) { return unsigned(__cvta_generic_to_shared(ptr)); }
 
@@ -70,41 +68,6 @@ __global__ void __launch_bounds__(kThreads) row_in_shared_mem_kernel(const T* x,
   }
 }
 
-// Rows up to kDoubleBufferMaxRowBytes: two row buffers per block and a persistent grid. The next
-// row's cp.async copies are issued before this row's three passes, so every block keeps DRAM
-// reads in flight while it reduces (one row per block at a time left the SM's loads idle during
-// the reductions, which is what 4096-wide 16-bit rows lost to the copy rate).
-template <typename T, int kVec, int kThreads>
-__global__ void __launch_bounds__(kThreads) row_in_shared_mem_pipelined_kernel(const T* x, T* y, float* lse,
-                                                                               int64_t rows, int cols) {
-  extern __shared__ __align__(kVectorBytes) unsigned char shared_bytes[];
-  __shared__ float scratch[kWarpSize];
-  const int vecs_per_row = cols / kVec;
-  const int buffer_elems = vecs_per_row * kVec;
-  T* buffers = reinterpret_cast<T*>(shared_bytes);  // [2][cols]
-  wait_for_previous_grid();
-
-  auto stage = [&](int64_t row, T* buffer) {
-    const T* x_row = x + row * cols;
-#pragma unroll 4
-    for (int v = threadIdx.x; v < vecs_per_row; v += kThreads) copy_async_16(buffer + v * kVec, x_row + v * kVec);
-  };
-  int64_t row = blockIdx.x;
-  if (row < rows) stage(row, buffers);
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  for (int buffer = 0; row < rows; row += gridDim.x, buffer ^= 1) {
-    if (row + gridDim.x < rows) stage(row + gridDim.x, buffers + (buffer ^ 1) * buffer_elems);
-    // Every group but the newest (the next row) is complete: this row has landed (own copies);
-    // the barrier makes all threads' copies visible.
-    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 1;" ::: "memory");
-    __syncthreads();
-    three_pass_row<T, kVec, kThreads>(buffers + buffer * buffer_elems, y + row * cols,
-                                      lse == nullptr ? nullptr : lse + row, vecs_per_row, scratch);
-    __syncthreads();  // done reading this buffer before the next iteration stages into it
-  }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-}
-
 template <typename T, int kVec, int kThreads>
 Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
   const auto kernel = row_in_shared_mem_kernel<T, kVec, kThreads>;
@@ -119,27 +82,6 @@ Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
       std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols)));
   if (!launched.ok()) return launched;
   FC_CHECK_LAUNCH("row_in_shared_mem_kernel");
-  return Status::Ok();
-}
-
-template <typename T, int kVec, int kThreads>
-Status launch_pipelined(const SoftmaxProblem& p, int shared_bytes) {
-  const auto kernel = row_in_shared_mem_pipelined_kernel<T, kVec, kThreads>;
-  if (shared_bytes > kDefaultDynamicSharedBytes) {
-    FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
-  }
-  FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  int blocks_per_sm = experiment_knob("FLASHCORE_SOFTMAX_BLOCKS_PER_SM", 0);
-  if (blocks_per_sm <= 0) {
-    FC_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, size_t(shared_bytes)));
-  }
-  const int64_t resident = int64_t(p.sm_count) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
-  const unsigned grid = unsigned(p.rows < resident ? p.rows : resident);
-  const Status launched = launch_softmax_kernel(
-      kernel, grid, kThreads, size_t(shared_bytes), p.stream,
-      std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols)));
-  if (!launched.ok()) return launched;
-  FC_CHECK_LAUNCH("row_in_shared_mem_pipelined_kernel");
   return Status::Ok();
 }
 
@@ -160,15 +102,8 @@ Status launch_row_in_shared_mem(const SoftmaxProblem& p) {
   return dispatch_dtype_and_vec(p, [&](auto tag, auto vec) {
     using T = decltype(tag);
     constexpr int kVec = decltype(vec)::value;
-    const bool short_row = p.cols / kVec <= kShortRowMaxVecs;
-    if constexpr (kVec > 1) {
-      if (row_bytes <= kDoubleBufferMaxRowBytes && experiment_knob("FLASHCORE_SOFTMAX_PREFETCH", 1) != 0) {
-        return short_row ? launch_pipelined<T, kVec, kShortRowThreads>(p, 2 * shared_bytes)
-                         : launch_pipelined<T, kVec, kLongRowThreads>(p, 2 * shared_bytes);
-      }
-    }
-    return short_row ? launch_kernel<T, kVec, kShortRowThreads>(p, shared_bytes)
-                     : launch_kernel<T, kVec, kLongRowThreads>(p, shared_bytes);
+    return p.cols / kVec <= kShortRowMaxVecs ? launch_kernel<T, kVec, kShortRowThreads>(p, shared_bytes)
+                                             : launch_kernel<T, kVec, kLongRowThreads>(p, shared_bytes);
   });
 }
 
