@@ -26,28 +26,35 @@ namespace flashcore::sm90 {
 enum class Schedule : int {
   // S_j = Q K_j^T, wait, softmax, O += P_j V_j, wait: simplest, nothing overlaps inside a warpgroup.
   kSerial = 0,
-  // Issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, softmax S_{j+1} while P_j V_j runs, and
-  // alternate the two consumer warpgroups' GEMM issue (ping-pong) so one's softmax hides under the
-  // other's tensor-core work.
+  // Issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, softmax S_{j+1} while P_j V_j runs, and,
+  // with exactly two consumer warpgroups, alternate their GEMM issue (ping-pong) so one's softmax
+  // hides under the other's tensor-core work.
   kOverlapPingPong = 1,
 };
 
 template <int kDqk, int kDv>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
-// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d64 and d256 run
+// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d256 runs
 // faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
-// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule.
+// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule; d64 with three
+// consumer warpgroups and the overlap schedule.
+// d64: three consumer warpgroups (kBlockM = 192) with kBlockN = 96 and the overlap schedule (no
+// ping-pong: that pairs exactly two warpgroups). At d64 the softmax costs about as much issue time as
+// both GEMMs, so a third warpgroup and the intra-warpgroup overlap keep the tensor cores fed; 160
+// registers per consumer hold O (32) + S, next S (48 each) + P (24) without spills. H200, B*S = 16k,
+// H = 32: non-causal S=8k 393 -> 482 TFLOPS (fp16), S=2k 350 -> 417, causal S=2k 287 -> 353, but
+// causal S=8k 356 -> 340 (the previous 2 x 64 rows, kBlockN 192 serial config kept that row higher).
 template <>
 struct TileConfig<64, 64> {
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 192;
+  static constexpr int kConsumerWarpgroups = 3;
+  static constexpr int kBlockN = 96;
   static constexpr int kStages = 3;
-  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = 160;
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
 };
