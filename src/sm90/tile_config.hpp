@@ -35,10 +35,9 @@ enum class Schedule : int {
 template <int kDqk, int kDv>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
-// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d256 runs
-// faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
-// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule; d64 with three
-// consumer warpgroups and the overlap schedule.
+// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): every head
+// dim runs fastest with the overlap schedule; d128 at kBlockN 128 with ping-pong, d64 with three
+// consumer warpgroups, d256 at kBlockN 80 despite a small spill.
 // d64: three consumer warpgroups (kBlockM = 192) with kBlockN = 96 and the overlap schedule (no
 // ping-pong: that pairs exactly two warpgroups). At d64 the softmax costs about as much issue time as
 // both GEMMs, so a third warpgroup and the intra-warpgroup overlap keep the tensor cores fed; 160
@@ -73,12 +72,16 @@ struct TileConfig<128, 128> {
   static constexpr bool kEpilogueTma = true;
 };
 
+// d256: the overlap schedule at kBlockN 80 although ptxas spills 88 bytes per consumer thread (O alone
+// is 128 registers): H200, B*S = 16k, H = 8, S=8k: fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal
+// 532 -> 565 / 544 -> 575 against the spill-free serial schedule in the same run; kBlockN 64
+// (28-byte spill) measured 648 / 678 / 546 / 557.
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 80;
   static constexpr int kStages = 2;
-  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 48;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
