@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <tuple>
 
 #include <cuda_bf16.h>
@@ -54,18 +53,6 @@ FC_DEVICE void load_pack(const T* src, float (&out)[kVec]) {
   unpack(load_raw<T, kVec>(src), out);
 }
 
-// Streaming (evict-first) variants of the 16-byte accesses: x is read once and y is not read back,
-// so neither should displace other lines in L2. (EXPERIMENT: kept only if measured faster.)
-template <typename T, int kVec>
-FC_DEVICE void load_pack_streaming(const T* src, float (&out)[kVec]) {
-  if constexpr (sizeof(T) * kVec == 16) {
-    const uint4 bits = __ldcs(reinterpret_cast<const uint4*>(src));
-    unpack(*reinterpret_cast<const Pack<T, kVec>*>(&bits), out);
-  } else {
-    load_pack<T, kVec>(src, out);
-  }
-}
-
 // Two floats to one 16-bit pair in one conversion instruction (F2FP), round to nearest even.
 FC_DEVICE void convert_pair(float a, float b, __half* dst) {
   *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(a, b);
@@ -85,23 +72,6 @@ FC_DEVICE void store_pack(T* dst, const float (&in)[kVec]) {
     for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
   }
   *reinterpret_cast<Pack<T, kVec>*>(dst) = pack;
-}
-
-template <typename T, int kVec>
-FC_DEVICE void store_pack_streaming(T* dst, const float (&in)[kVec]) {
-  if constexpr (sizeof(T) * kVec == 16) {
-    Pack<T, kVec> pack;
-    if constexpr (sizeof(T) == 2) {
-#pragma unroll
-      for (int i = 0; i < kVec; i += 2) convert_pair(in[i], in[i + 1], &pack.elems[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) pack.elems[i] = from_float<T>(in[i]);
-    }
-    __stcs(reinterpret_cast<uint4*>(dst), *reinterpret_cast<const uint4*>(&pack));
-  } else {
-    store_pack<T, kVec>(dst, in);
-  }
 }
 
 // ---- the row math -----------------------------------------------------------------------------
@@ -219,16 +189,10 @@ inline unsigned grid_for(int64_t work_blocks) {
   return unsigned(work_blocks < 1 ? 1 : (work_blocks < kMaxGridBlocks ? work_blocks : kMaxGridBlocks));
 }
 
-// EXPERIMENT (removed once measured): an integer from the environment, read once per name.
-inline int experiment_knob(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? fallback : std::atoi(value);
-}
-
-// Launches kernel<<<grid, threads, shared_bytes, stream>>>(args...). With programmatic dependent
-// launch (PDL) the kernel may be scheduled while the previous kernel in the stream drains; each
-// kernel waits (griddepcontrol.wait, wait_for_previous_grid) before touching memory, so the
-// result is that of a plain launch.
+// Launches kernel<<<grid, threads, shared_bytes, stream>>>(args...) with programmatic dependent
+// launch (PDL): the kernel may be scheduled while the previous kernel in the stream drains, and
+// waits (griddepcontrol.wait, wait_for_previous_grid) before touching memory, so the result is that
+// of a plain launch. H200, 4096x4096 16-bit, back-to-back calls: 19.15 -> 18.6-18.9 us.
 template <typename... Params, typename... Args>
 Status launch_softmax_kernel(void (*kernel)(Params...), unsigned grid, int threads, size_t shared_bytes,
                              cudaStream_t stream, const std::tuple<Args...>& args) {
@@ -240,10 +204,8 @@ Status launch_softmax_kernel(void (*kernel)(Params...), unsigned grid, int threa
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  if (experiment_knob("FLASHCORE_SOFTMAX_PDL", 1)) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  config.attrs = &attribute;
+  config.numAttrs = 1;
   return std::apply(
       [&](auto... unpacked) -> Status {
         FC_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, unpacked...));

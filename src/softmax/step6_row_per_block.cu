@@ -17,7 +17,7 @@ Status launch_row_per_block(const SoftmaxProblem& p) {
     using T = decltype(tag);
     constexpr int kVec = decltype(vec)::value;
     const int64_t vecs_per_row = p.cols / kVec;
-    int64_t vecs_per_thread = ceil_div(vecs_per_row, experiment_knob("FLASHCORE_SOFTMAX_THREADS", kPreferredThreads));
+    int64_t vecs_per_thread = ceil_div(vecs_per_row, kPreferredThreads);
     if (vecs_per_thread > kMaxVecsPerThread<kVec>) vecs_per_thread = kMaxVecsPerThread<kVec>;
     // Round vecs_per_thread up to the power of two the kernel is instantiated for, then take just
     // enough warps to cover the row.

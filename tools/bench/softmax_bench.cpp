@@ -120,6 +120,7 @@ bool listed(const std::string& list, const std::string& name) {
 struct Result {
   std::string shape, dtype, variant, chosen;
   double us = 0.0, gbs = 0.0, copy_fraction = 0.0;
+  double same_size_copy_gbs = 0.0;  // cudaMemcpyAsync of x -> y, same input sets and graph: this shape's practical ceiling
   bool rows_sum_to_one = false;
   std::string note;
 };
@@ -153,10 +154,30 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
     BENCH_CHECK(cudaMalloc(reinterpret_cast<void**>(&lses[size_t(s)]), size_t(shape.rows) * sizeof(float)));
     BENCH_CHECK(cudaMemcpy(xs[size_t(s)], host.data(), tensor_bytes, cudaMemcpyHostToDevice));
   }
+  // The same bytes moved by a device-to-device copy (x -> y per input set, one graph): what any
+  // kernel of this size can reach, launch ramp-up and tail included (the 1 GiB copy rate hides them).
+  double same_size_copy_gbs = 0.0;
+  {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    for (int s = 0; s < sets; ++s) {
+      BENCH_CHECK(cudaMemcpyAsync(ys[size_t(s)], xs[size_t(s)], tensor_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const std::vector<double> ms = time_runs(stream, runs, [&] { BENCH_CHECK(cudaGraphLaunch(exec, stream)); });
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    same_size_copy_gbs = 2.0 * double(tensor_bytes) / (median(ms) * 1e-3 / sets) / 1e9;
+    std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n",
+                (std::to_string(shape.rows) + "x" + std::to_string(shape.cols)).c_str(), flashcore::dtype_name(dtype),
+                "(same-size D2D copy)", median(ms) * 1e3 / sets, same_size_copy_gbs, 100.0 * same_size_copy_gbs / copy_gbs);
+  }
   const std::string shape_name = std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
   for (SoftmaxVariant variant : kVariants) {
     if (!variant_filter.empty() && !listed(variant_filter, flashcore::softmax_variant_name(variant))) continue;
-    Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, false, ""};
+    Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, 0, false, ""};
     SoftmaxVariant chosen = variant;
     const flashcore::Status can_run =
         flashcore::softmax_select_variant(xs[0], ys[0], shape.rows, shape.cols, dtype, variant, &chosen);
@@ -190,6 +211,7 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
     r.us = seconds_per_call * 1e6;
     r.gbs = double(set_bytes) / seconds_per_call / 1e9;
     r.copy_fraction = r.gbs / copy_gbs;
+    r.same_size_copy_gbs = same_size_copy_gbs;
     r.rows_sum_to_one = first_rows_sum_to_one(ys[0], shape.rows, shape.cols, dtype);
     std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy%s%s\n", r.shape.c_str(), r.dtype.c_str(),
                 r.variant.c_str(), r.us, r.gbs, 100.0 * r.copy_fraction,
@@ -259,8 +281,9 @@ int main(int argc, char** argv) {
       const Result& r = results[i];
       std::fprintf(f,
                    "  {\"shape\": \"%s\", \"dtype\": \"%s\", \"variant\": \"%s\", \"chosen\": \"%s\", \"us\": %.3f, "
-                   "\"gbs\": %.2f, \"copy_fraction\": %.4f, \"rows_sum_to_one\": %s, \"note\": \"%s\"}%s\n",
+                   "\"gbs\": %.2f, \"copy_fraction\": %.4f, \"same_size_copy_gbs\": %.2f, \"rows_sum_to_one\": %s, \"note\": \"%s\"}%s\n",
                    r.shape.c_str(), r.dtype.c_str(), r.variant.c_str(), r.chosen.c_str(), r.us, r.gbs, r.copy_fraction,
+                   r.same_size_copy_gbs,
                    r.rows_sum_to_one ? "true" : "false", r.note.c_str(), i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
