@@ -29,28 +29,34 @@ namespace flashcore::sm90 {
 enum class Schedule : int {
   // S_j = Q K_j^T, wait, softmax, O += P_j V_j, wait: simplest, nothing overlaps inside a warpgroup.
   kSerial = 0,
-  // Issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, softmax S_{j+1} while P_j V_j runs, and
-  // alternate the two consumer warpgroups' GEMM issue (ping-pong) so one's softmax hides under the
-  // other's tensor-core work.
+  // Issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, softmax S_{j+1} while P_j V_j runs, and,
+  // with exactly two consumer warpgroups, alternate their GEMM issue (ping-pong) so one's softmax
+  // hides under the other's tensor-core work.
   kOverlapPingPong = 1,
 };
 
 template <int kDqk, int kDv>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
-// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d64 and d256 run
-// faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
-// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule.
+// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): every head
+// dim runs fastest with the overlap schedule; d128 at kBlockN 128 with ping-pong, d64 with three
+// consumer warpgroups, d256 at kBlockN 80 despite a small spill.
+// d64: three consumer warpgroups (kBlockM = 192) with kBlockN = 96 and the overlap schedule (no
+// ping-pong: that pairs exactly two warpgroups). At d64 the softmax costs about as much issue time as
+// both GEMMs, so a third warpgroup and the intra-warpgroup overlap keep the tensor cores fed; 160
+// registers per consumer hold O (32) + S, next S (48 each) + P (24) without spills. H200, B*S = 16k,
+// H = 32: non-causal S=8k 393 -> 482 TFLOPS (fp16), S=2k 350 -> 417, causal S=2k 287 -> 353, but
+// causal S=8k 356 -> 340 (the previous 2 x 64 rows, kBlockN 192 serial config kept that row higher).
 template <>
 struct TileConfig<64, 64> {
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 192;
+  static constexpr int kConsumerWarpgroups = 3;
+  static constexpr int kBlockN = 96;
   static constexpr int kStages = 3;
-  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = 160;
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
   static constexpr bool kPadPvN = false;
@@ -71,12 +77,16 @@ struct TileConfig<128, 128> {
   static constexpr bool kPadPvN = false;
 };
 
+// d256: the overlap schedule at kBlockN 80 although ptxas spills 88 bytes per consumer thread (O alone
+// is 128 registers): H200, B*S = 16k, H = 8, S=8k: fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal
+// 532 -> 565 / 544 -> 575 against the spill-free serial schedule in the same run; kBlockN 64
+// (28-byte spill) measured 648 / 678 / 546 / 557.
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 80;
   static constexpr int kStages = 2;
-  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 48;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;

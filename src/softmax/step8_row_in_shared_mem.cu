@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(kThreads) row_in_shared_mem_kernel(const T* x,
   T* row_buffer = reinterpret_cast<T*>(shared_bytes);  // cols elements
   __shared__ float scratch[kWarpSize];
   const int vecs_per_row = cols / kVec;  // the launcher guarantees cols % kVec == 0
+  wait_for_previous_grid();
 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x_row = x + row * cols;
@@ -76,8 +77,10 @@ Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
   // Residency is the point of this step: ask for the largest shared-memory carve-out so the driver
   // does not size the SM's L1/shared split for fewer blocks (x is streamed; L1 has nothing to keep).
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  kernel<<<grid_for(p.rows), kThreads, size_t(shared_bytes), p.stream>>>(
-      static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+  const Status launched = launch_softmax_kernel(
+      kernel, grid_for(p.rows), kThreads, size_t(shared_bytes), p.stream,
+      std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols)));
+  if (!launched.ok()) return launched;
   FC_CHECK_LAUNCH("row_in_shared_mem_kernel");
   return Status::Ok();
 }

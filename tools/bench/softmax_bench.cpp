@@ -6,7 +6,8 @@
 // DRAM, and the graph removes host launch overhead (small shapes take only a few microseconds).
 // Warm-up replays, then the median over --runs (default 30) replays, each timed with CUDA events.
 //
-//   flashcore-softmax-bench [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16]
+//   flashcore-softmax-bench [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16] [--shapes 4096x4096,...]
+//                           [--variants row_per_block,row_in_smem,...]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -105,9 +106,21 @@ void fill_random(std::vector<uint8_t>& bytes, int64_t count, DType dtype, uint64
   }
 }
 
+// True when `name` is one of the comma-separated entries of `list`.
+bool listed(const std::string& list, const std::string& name) {
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    if (list.compare(begin, end - begin, name) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 struct Result {
   std::string shape, dtype, variant, chosen;
   double us = 0.0, gbs = 0.0, copy_fraction = 0.0;
+  double same_size_copy_gbs = 0.0;  // cudaMemcpyAsync of x -> y, same input sets and graph: this shape's practical ceiling
   bool rows_sum_to_one = false;
   std::string note;
 };
@@ -125,7 +138,7 @@ bool first_rows_sum_to_one(const void* y_dev, int64_t rows, int64_t cols, DType 
   return true;
 }
 
-void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, size_t l2_bytes, cudaStream_t stream,
+void bench_shape(const Shape& shape, DType dtype, const std::string& variant_filter, int runs, double copy_gbs, size_t l2_bytes, cudaStream_t stream,
                  std::vector<Result>& results) {
   const int64_t elems = shape.rows * shape.cols;
   const size_t tensor_bytes = size_t(elems) * size_t(flashcore::dtype_size(dtype));
@@ -141,9 +154,30 @@ void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, siz
     BENCH_CHECK(cudaMalloc(reinterpret_cast<void**>(&lses[size_t(s)]), size_t(shape.rows) * sizeof(float)));
     BENCH_CHECK(cudaMemcpy(xs[size_t(s)], host.data(), tensor_bytes, cudaMemcpyHostToDevice));
   }
+  // The same bytes moved by a device-to-device copy (x -> y per input set, one graph): what any
+  // kernel of this size can reach, launch ramp-up and tail included (the 1 GiB copy rate hides them).
+  double same_size_copy_gbs = 0.0;
+  {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    for (int s = 0; s < sets; ++s) {
+      BENCH_CHECK(cudaMemcpyAsync(ys[size_t(s)], xs[size_t(s)], tensor_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const std::vector<double> ms = time_runs(stream, runs, [&] { BENCH_CHECK(cudaGraphLaunch(exec, stream)); });
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    same_size_copy_gbs = 2.0 * double(tensor_bytes) / (median(ms) * 1e-3 / sets) / 1e9;
+    std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n",
+                (std::to_string(shape.rows) + "x" + std::to_string(shape.cols)).c_str(), flashcore::dtype_name(dtype),
+                "(same-size D2D copy)", median(ms) * 1e3 / sets, same_size_copy_gbs, 100.0 * same_size_copy_gbs / copy_gbs);
+  }
   const std::string shape_name = std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
   for (SoftmaxVariant variant : kVariants) {
-    Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, false, ""};
+    if (!variant_filter.empty() && !listed(variant_filter, flashcore::softmax_variant_name(variant))) continue;
+    Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, 0, false, ""};
     SoftmaxVariant chosen = variant;
     const flashcore::Status can_run =
         flashcore::softmax_select_variant(xs[0], ys[0], shape.rows, shape.cols, dtype, variant, &chosen);
@@ -177,6 +211,7 @@ void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, siz
     r.us = seconds_per_call * 1e6;
     r.gbs = double(set_bytes) / seconds_per_call / 1e9;
     r.copy_fraction = r.gbs / copy_gbs;
+    r.same_size_copy_gbs = same_size_copy_gbs;
     r.rows_sum_to_one = first_rows_sum_to_one(ys[0], shape.rows, shape.cols, dtype);
     std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy%s%s\n", r.shape.c_str(), r.dtype.c_str(),
                 r.variant.c_str(), r.us, r.gbs, 100.0 * r.copy_fraction,
@@ -196,7 +231,7 @@ void bench_shape(const Shape& shape, DType dtype, int runs, double copy_gbs, siz
 
 int main(int argc, char** argv) {
   int runs = 30;
-  std::string json_path;
+  std::string json_path, shape_filter, variant_filter;
   std::vector<DType> dtypes = {DType::kFloat32, DType::kBFloat16};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -204,6 +239,10 @@ int main(int argc, char** argv) {
       runs = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      shape_filter = argv[++i];
+    } else if (arg == "--variants" && i + 1 < argc) {
+      variant_filter = argv[++i];
     } else if (arg == "--dtypes" && i + 1 < argc) {
       const std::string list = argv[++i];
       dtypes.clear();
@@ -211,7 +250,7 @@ int main(int argc, char** argv) {
       if (list.find("bf16") != std::string::npos) dtypes.push_back(DType::kBFloat16);
       if (list.find("fp16") != std::string::npos) dtypes.push_back(DType::kFloat16);
     } else {
-      std::fprintf(stderr, "usage: %s [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--runs N] [--json PATH] [--dtypes fp32,bf16,fp16] [--shapes RxC,...] [--variants NAME,...]\n", argv[0]);
       return 2;
     }
   }
@@ -228,7 +267,8 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs, runs);
   std::vector<Result> results;
   for (const Shape& shape : kShapes) {
-    for (DType dtype : dtypes) bench_shape(shape, dtype, runs, copy_gbs, size_t(prop.l2CacheSize), stream, results);
+    if (!shape_filter.empty() && !listed(shape_filter, std::to_string(shape.rows) + "x" + std::to_string(shape.cols))) continue;
+    for (DType dtype : dtypes) bench_shape(shape, dtype, variant_filter, runs, copy_gbs, size_t(prop.l2CacheSize), stream, results);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
@@ -241,8 +281,9 @@ int main(int argc, char** argv) {
       const Result& r = results[i];
       std::fprintf(f,
                    "  {\"shape\": \"%s\", \"dtype\": \"%s\", \"variant\": \"%s\", \"chosen\": \"%s\", \"us\": %.3f, "
-                   "\"gbs\": %.2f, \"copy_fraction\": %.4f, \"rows_sum_to_one\": %s, \"note\": \"%s\"}%s\n",
+                   "\"gbs\": %.2f, \"copy_fraction\": %.4f, \"same_size_copy_gbs\": %.2f, \"rows_sum_to_one\": %s, \"note\": \"%s\"}%s\n",
                    r.shape.c_str(), r.dtype.c_str(), r.variant.c_str(), r.chosen.c_str(), r.us, r.gbs, r.copy_fraction,
+                   r.same_size_copy_gbs,
                    r.rows_sum_to_one ? "true" : "false", r.note.c_str(), i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");

@@ -1,0 +1,87 @@
+// THE tuning table of the sm90 forward path: tile sizes, pipeline depth, register split and schedule
+// per (QK head dim, V head dim). Nothing else in src/sm90 hard-codes these numbers.
+//
+// Fixed by the kernel's structure (not tunable here):
+//   * one producer warpgroup + kConsumerWarpgroups consumer warpgroups of 64 query rows each, so
+//     kBlockM = 64 * kConsumerWarpgroups;
+//   * operand tiles use the 128-byte swizzle: head dims must be multiples of 64.
+// Budgets to respect when editing:
+//   * shared memory: Q (kBlockM x Dqk) + kStages x (K kBlockN x Dqk + V kBlockN x Dv), 16-bit, plus
+//     1 KiB alignment slack, must fit the 227 KiB opt-in limit;
+//   * consumer registers: O (Dv/2) + S (kBlockN/2) + P (kBlockN/4) fp32/b32 registers per thread, plus
+//     addressing and softmax state, must fit kConsumerRegs without spills (check -Xptxas -v);
+//   * kProducerRegs * 128 + kConsumerRegs * 128 * kConsumerWarpgroups <= 65536.
+#pragma once
+
+namespace flashcore::sm90 {
+
+// kAlwaysRescaleO: rescale O after every KV block (true) or only when some row's running max moved
+// (false; a warp-uniform vote, exact either way). FLASHCORE_SM90_RESCALE=always|vote overrides it.
+// kEpilogueTma: O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
+// otherwise each thread stores its fragment directly.
+// kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
+// FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
+//
+// How a consumer warpgroup orders its GEMMs and softmax.
+enum class Schedule : int {
+  // S_j = Q K_j^T, wait, softmax, O += P_j V_j, wait: simplest, nothing overlaps inside a warpgroup.
+  kSerial = 0,
+  // Issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, softmax S_{j+1} while P_j V_j runs, and
+  // alternate the two consumer warpgroups' GEMM issue (ping-pong) so one's softmax hides under the
+  // other's tensor-core work.
+  kOverlapPingPong = 1,
+};
+
+template <int kDqk, int kDv>
+struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
+
+// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): d64 and d256 run
+// faster with a larger kBlockN and the serial schedule (the overlap schedule cannot hold the larger
+// S/P fragments without spills); d128 is fastest at 128 with the overlap schedule.
+template <>
+struct TileConfig<64, 64> {
+  static constexpr int kConsumerWarpgroups = 3;
+  static constexpr int kBlockN = 96;
+  static constexpr int kStages = 3;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr int kAltBlockN = 128;
+  static constexpr int kAltStages = 3;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 160;
+  static constexpr bool kAlwaysRescaleO = true;
+  static constexpr bool kEpilogueTma = true;
+};
+
+template <>
+struct TileConfig<128, 128> {
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
+  static constexpr int kAltBlockN = 176;
+  static constexpr int kAltStages = 2;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = true;
+};
+
+template <>
+struct TileConfig<256, 256> {
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 80;
+  static constexpr int kStages = 2;
+  static constexpr Schedule kSchedule = Schedule::kSerial;
+  static constexpr int kAltBlockN = 48;
+  static constexpr int kAltStages = 3;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr bool kAlwaysRescaleO = false;
+  static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
+};
+
+// The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
+// so the CTAs running together share K/V in L2 (H100/H200: 50/60 MB of L2).
+inline constexpr double kL2GroupBytes = 24.0 * 1024 * 1024;
+
+}  // namespace flashcore::sm90
