@@ -4,10 +4,13 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
-#                           [--python | --python-only] [--compare quick|standard]
+#                           [--python | --python-only] [--compare quick|standard] [--softmax]
 #
 # --python installs the Python package (pip, pruned to 90a), runs its pytest suite, and with
 # --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention).
+#
+# --softmax also runs the softmax ladder benchmark and tools/bench/softmax_torch.py (torch.softmax on
+# the same shapes, one Markdown table: softmax.md).
 #
 # Set FLASHCORE_COMMIT to the commit being checked (the device copy has no .git).
 set -uo pipefail
@@ -23,6 +26,7 @@ SAN_FILTER='NaiveGpu.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Supports.*:Sm90Sup
 PYTHON=0
 CPP=1
 COMPARE=none
+SOFTMAX=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) BENCH=$2; shift 2 ;;
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --python) PYTHON=1; shift ;;
     --python-only) PYTHON=1; CPP=0; shift ;;
     --compare) COMPARE=$2; shift 2 ;;
+    --softmax) SOFTMAX=1; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -90,6 +95,17 @@ if [ "$BENCH" != none ]; then
   add benchmark "rc=$? ($(( $(date +%s) - t3 )) s)"
 fi
 
+# ---- softmax ladder vs torch.softmax ------------------------------------------------------------
+if [ $SOFTMAX = 1 ]; then
+  t7=$(date +%s)
+  timeout 120 "$BUILD/tools/bench/flashcore-softmax-bench" --runs 30 --dtypes fp32,bf16,fp16 --json "$OUT/softmax.json" \
+    > "$OUT/softmax-bench.log" 2>&1 &&
+  timeout 120 python3 tools/bench/softmax_torch.py --runs 30 --dtypes fp32,bf16,fp16 --ours "$OUT/softmax.json" \
+    > "$OUT/softmax-torch.log" 2>&1
+  add softmax "rc=$? ($(( $(date +%s) - t7 )) s)"
+  sed -n '/^| shape/,$p' "$OUT/softmax-torch.log" > "$OUT/softmax.md"
+fi
+
 fi  # CPP
 
 # ---- Python package, its tests, the comparison report --------------------------------------------
@@ -134,7 +150,8 @@ fi
   [ -f "$OUT/failed-tests.txt" ] && { echo "failed tests:"; cat "$OUT/failed-tests.txt"; }
   [ -f "$OUT/bench.log" ] && sed -n '/^flashcore-bench on/,$p' "$OUT/bench.log"
   [ -f "$OUT/report/report.md" ] && head -40 "$OUT/report/report.md"
+  [ -s "$OUT/softmax.md" ] && cat "$OUT/softmax.md"
   printf '%s\n' "${summary[@]}"
 } | tee "$OUT/summary.txt"
 # The device tool returns at most 8 files: keep the summary and the reports, bundle the logs.
-( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log bench.csv device.txt failed-tests.txt 2>/dev/null ; true )
+( cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log bench.csv device.txt failed-tests.txt softmax.json 2>/dev/null ; true )

@@ -102,8 +102,9 @@ def main():
             if r["variant"] not in variants:
                 variants.append(r["variant"])
         print(f"\nGB/s (read x + write y [+ lse]); copy bandwidth: ours {ours['copy_gbs']:.0f}, torch's {copy:.0f} GB/s")
-        print("| shape | dtype | torch.softmax | " + " | ".join(variants) + " | best % of copy | best vs torch (time) |")
-        print("|---" * (len(variants) + 5) + "|")
+        print("| shape | dtype | torch.softmax | " + " | ".join(variants) +
+              " | same-size copy | best % of copy | best % of same-size copy | best vs torch (time) |")
+        print("|---" * (len(variants) + 7) + "|")
         for (shape, dtype), t in torch_by_key.items():
             row = [r for r in ours["results"] if r["shape"] == shape and r["dtype"] == dtype]
             if not row:
@@ -118,8 +119,11 @@ def main():
                 cells.append(label)
                 if v != "auto" and (best is None or r["us"] < best["us"]):
                     best = r
+            same_size = best.get("same_size_copy_gbs", 0.0)
+            same_size_cell = f"{100 * best['gbs'] / same_size:.1f}%" if same_size > 0 else "n/a"
             print(f"| {shape} | {dtype} | {t['gbs']:.0f} | " + " | ".join(cells) +
-                  f" | {100 * best['copy_fraction']:.1f}% ({best['variant']}) | {t['us'] / best['us']:.2f}x |")
+                  f" | {same_size:.0f} | {100 * best['copy_fraction']:.1f}% ({best['variant']}) | {same_size_cell} "
+                  f"| {t['us'] / best['us']:.2f}x |")
 
 
 if __name__ == "__main__":
