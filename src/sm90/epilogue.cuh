@@ -29,15 +29,17 @@ namespace flashcore::sm90 {
 
 inline constexpr int kEpilogueBarrier = ptx::kFirstNamedBarrier + 2;  // ids 10, 11: one per consumer warpgroup
 
-// Row `row` of the tile's sequence is element tile.q_offset + row of its lse head row (varlen: the
-// packed token; dense: q_offset = 0 and the batch stride applies; varlen batch strides are 0).
-FC_DEVICE void store_lse(const KernelParams& params, const Tile& tile, int row0, int lane, const float (&lse)[2]) {
+// Row `row` of the tile's sequence is element q_offset + row of its lse head row (varlen: the
+// packed token, varlen batch strides are 0; dense: q_offset = 0 and the batch stride applies).
+template <class Traits>
+FC_DEVICE void store_lse(const KernelParams& params, const Tile<Traits::kVarlen>& tile, int row0, int lane, const float (&lse)[2]) {
   if (params.lse == nullptr || lane % 4 != 0) return;
-  float* lse_head = params.lse + (int64_t)tile.batch * params.lse_batch_stride +
-                    (int64_t)tile.head * params.lse_head_stride + tile.q_offset;
+  float* lse_head = params.lse + (int64_t)tile.batch * params.lse_batch_stride + (int64_t)tile.head * params.lse_head_stride;
+  if constexpr (Traits::kVarlen) lse_head += tile.q_offset;
+  const int seqlen_q = TileScheduler<Traits>::seqlen_q(params, tile);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row0 + 8 * r < tile.seqlen_q) lse_head[row0 + 8 * r] = lse[r];
+    if (row0 + 8 * r < seqlen_q) lse_head[row0 + 8 * r] = lse[r];
   }
 }
 
@@ -57,27 +59,31 @@ template <class Traits>
 struct EpilogueDirect {
   using Element = typename Traits::Element;
 
-  static __device__ void store(const KernelParams& params, const CUtensorMap*, uint8_t*, const Tile& tile,
+  static __device__ void store(const KernelParams& params, const CUtensorMap*, uint8_t*, const Tile<Traits::kVarlen>& tile,
                                int warpgroup, int warp, int lane, const float* o, const float (&inv_sum)[2],
                                const float (&lse)[2]) {
     const int row0 = tile.m_block * Traits::kBlockM + warpgroup * 64 + 16 * warp + lane / 4;
     const int quad_lane = lane % 4;
     uint16_t* o_head = static_cast<uint16_t*>(params.o) + (int64_t)tile.batch * params.o_batch_stride +
-                       (int64_t)tile.head * params.o_head_stride + (int64_t)tile.q_offset * params.o_seq_stride;
+                       (int64_t)tile.head * params.o_head_stride;
+    if constexpr (Traits::kVarlen) o_head += (int64_t)tile.q_offset * params.o_seq_stride;
+    const int seqlen_q = TileScheduler<Traits>::seqlen_q(params, tile);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + 8 * r;
-      if (row >= tile.seqlen_q) continue;
+      if (row >= seqlen_q) continue;
       uint16_t* o_row = o_head + (int64_t)row * params.o_seq_stride;
 #pragma unroll
       for (int i = 2 * r; i < Traits::kAccO; i += 4) {  // acc pairs (i, i+1) of local row r
         const int col = acc_col(i, quad_lane);
-        if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns (resolved at compile time)
+        if constexpr (Traits::kDvGemm != Traits::kDv) {
+          if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns
+        }
         *reinterpret_cast<uint32_t*>(o_row + col) =
             ElementTraits<Element>::pack(o[i] * inv_sum[r], o[i + 1] * inv_sum[r]);
       }
     }
-    store_lse(params, tile, row0, lane, lse);
+    store_lse<Traits>(params, tile, row0, lane, lse);
   }
   static __device__ void drain(int) {}
 };
@@ -88,14 +94,16 @@ struct EpilogueTma {
 
   // `o_staging`: this CTA's staging tiles; warpgroup w uses [w * kOTileBytes, (w+1) * kOTileBytes).
   static __device__ void store(const KernelParams& params, const CUtensorMap* tm_o, uint8_t* o_staging,
-                               const Tile& tile, int warpgroup, int warp, int lane, const float* o,
+                               const Tile<Traits::kVarlen>& tile, int warpgroup, int warp, int lane, const float* o,
                                const float (&inv_sum)[2], const float (&lse)[2]) {
     const int row_first = tile.m_block * Traits::kBlockM + warpgroup * 64;  // in the sequence
-    if (params.cu_seqlens_q != nullptr && row_first + 64 > tile.seqlen_q) {
-      // Varlen, rows past the sequence in this warpgroup's 64 (warpgroup-uniform): a TMA box would
-      // write the next sequence's rows.
-      EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
-      return;
+    if constexpr (Traits::kVarlen) {
+      if (params.cu_seqlens_q != nullptr && row_first + 64 > tile.seqlen_q) {
+        // Varlen, rows past the sequence in this warpgroup's 64 (warpgroup-uniform): a TMA box
+        // would write the next sequence's rows.
+        EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
+        return;
+      }
     }
     uint8_t* o_tile = o_staging + warpgroup * Traits::kOTileBytes;
     const int thread_in_wg = warp * 32 + lane;
@@ -113,7 +121,9 @@ struct EpilogueTma {
       const int r = acc_row(i);
       const int row = local_row0 + 8 * r;
       const int col = acc_col(i, quad_lane);
-      if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns (resolved at compile time)
+      if constexpr (Traits::kDvGemm != Traits::kDv) {
+        if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns
+      }
       // [Dv/64][64 rows][64 cols] with the 128-byte swizzle: 16-byte chunk c of row `row` sits at
       // chunk c ^ (row % 8), matching the tensor map's CU_TENSOR_MAP_SWIZZLE_128B.
       const uint32_t offset = (col / 64) * (64 * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
@@ -124,10 +134,10 @@ struct EpilogueTma {
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(barrier, 128);
     if (thread_in_wg == 0) {
-      tma_store_operand<Traits::kDv>(tm_o, o_tile, tile.q_offset + row_first, tile.head, tile.map_batch);
+      tma_store_operand<Traits::kDv>(tm_o, o_tile, tile.q_offset + row_first, tile.head, tile.map_batch());
       ptx::tma_store_commit();
     }
-    store_lse(params, tile, row_first + local_row0, lane, lse);
+    store_lse<Traits>(params, tile, row_first + local_row0, lane, lse);
   }
   // Before the CTA exits: the last store must have finished reading shared memory.
   static __device__ void drain(int thread_in_wg) {

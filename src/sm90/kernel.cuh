@@ -1,8 +1,8 @@
 // The sm90 forward kernel shell: shared-memory setup, warpgroup roles, register split, and the
 // host-side launcher every instantiation unit compiles.
 //
-//   warpgroup 0      producer: its first warp walks the tiles, one lane issues TMA loads (mainloop.cuh,
-//                    Producer); the other three warps exit
+//   warpgroup 0      producer: one thread issues TMA loads (mainloop.cuh, Producer); kVarlen: the
+//                    first warp walks the tiles (its lanes zero V tails), lane 0 issues TMA
 //   warpgroups 1..   consumers: 64 query rows each, wgmma + online softmax (Consumer), epilogue
 #pragma once
 
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(&smem.v_full[s], 1);
       ptx::mbarrier_init(&smem.v_empty[s], Traits::kConsumerWarps);
     }
-    ptx::mbarrier_init(&smem.v_tail, 1);
+    if constexpr (Traits::kVarlen) ptx::mbarrier_init(&smem.v_tail, 1);
     ptx::mbarrier_init_fence();
   }
   // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
@@ -54,7 +54,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
-    if (warp == 0) Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
+    if (warp == 0 && (Producer<Traits>::kWholeWarp || lane == 0)) {
+      Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
+    }
   } else {
     ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
     uint8_t* o_staging = reinterpret_cast<uint8_t*>(&smem) + sizeof(Storage);
@@ -105,6 +107,13 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
 template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv>;
+  const KernelParams& p = args.params;
+  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr) {
+    // Per-sequence lengths: the kVarlen kernel, built for the configured schedule and kBlockN only
+    // (the FLASHCORE_SM90_SCHEDULE / _BLOCK_N tuning knobs apply to dense calls).
+    using VarlenTraits = KernelTraits<kDqk, kDv, Element, Config::kSchedule, Config::kBlockN, /*kVarlen=*/true>;
+    return launch_with_traits<VarlenTraits>(args, stream);
+  }
   const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);
   if (args.block_n == 0 || args.block_n == Config::kBlockN) {
     if (schedule == Schedule::kSerial) {

@@ -28,12 +28,17 @@ template <> struct ElementTraits<__nv_bfloat16> {
   }
 };
 
-template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_>
+// kVarlen_: the kernel for calls with per-sequence lengths (cu_seqlens_q/k or seqused_k): tiles
+// resolve their sequence, the producer warp zeroes V rows past a sequence's keys, partial row blocks
+// store directly. False: the dense kernel, which reads lengths and mask from KernelParams alone and
+// whose producer is one thread (launch: kernel.cuh, launch_forward).
+template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_>;
   using Element = Element_;
   static constexpr ptx::WgmmaType kWgmmaType = ElementTraits<Element>::kWgmma;
   static constexpr Schedule kSchedule = kSchedule_;
+  static constexpr bool kVarlen = kVarlen_;
 
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;
@@ -79,7 +84,7 @@ struct KernelTraits {
     uint64_t q_full, q_empty;
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
-    uint64_t v_tail;  // producer only: a V block whose rows past the sequence get zeroed landed
+    uint64_t v_tail;  // kVarlen producer only: a V block whose rows past the sequence get zeroed landed
   };
   // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
   // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).

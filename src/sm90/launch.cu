@@ -244,8 +244,6 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.cu_seqlens_q = p.cu_seqlens_q;
   k.cu_seqlens_k = p.cu_seqlens_k;
   k.seqused_k = p.seqused_k;
-  // Dense without seqused_k: a sequence's keys end where the k/v maps end (TMA zero-fills past it).
-  k.zero_v_tail = p.is_varlen() || p.seqused_k != nullptr;
   k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
   k.mask_align = p.mask_align;
   k.scale = p.effective_scale();

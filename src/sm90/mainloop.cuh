@@ -48,25 +48,28 @@ FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t*
 template <class Traits>
 struct Producer {
   using Storage = typename Traits::SharedStorage;
-  using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
+  using Scheduler = TileScheduler<Traits>;
   static constexpr int kBlockN = Traits::kBlockN;
+  // The threads that run the producer (kernel.cuh): one (dense), or the producer warpgroup's first
+  // warp (kVarlen), whose lanes help zero V tails (load_v_zeroing_tail).
+  static constexpr bool kWholeWarp = Traits::kVarlen;
 
-  // Runs on the 32 lanes of the producer warpgroup's first warp: every lane walks the tiles and
-  // waits on the barriers; lane 0 alone arrives and issues TMA. The other lanes only help zero V
-  // tails (load_v_zeroing_tail).
+  // Every producer thread walks the tiles and waits on the barriers; the leader (lane 0) alone
+  // arrives and issues TMA.
   static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                              const CUtensorMap* tm_v, const KernelParams& params, int lane) {
-    const bool leader = lane == 0;
+    const bool leader = !kWholeWarp || lane == 0;
     if (leader) {
       ptx::tma_prefetch_descriptor(tm_q);
       ptx::tma_prefetch_descriptor(tm_k);
       ptx::tma_prefetch_descriptor(tm_v);
     }
     ptx::PipelineState<Traits::kStages> k_state, v_state;
-    uint32_t q_phase = 0, tail_phase = 0;
+    uint32_t q_phase = 0;
+    uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
     for (Scheduler sched(params); sched.valid(); sched.next()) {
       if (!sched.has_tile()) continue;
-      const Tile tile = sched.tile();
+      const typename Scheduler::TileT tile = sched.tile();
       if (!Scheduler::has_rows(tile)) continue;  // the consumers skip it too
       const KvRange range = sched.kv_range(tile);
       if (range.empty()) continue;  // the consumers skip this tile's mainloop too
@@ -79,32 +82,35 @@ struct Producer {
         ptx::mbarrier_arrive_expect_tx(&smem.q_full, Traits::kQBytes);
         tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q, tm_q, &smem.q_full,
                                                         tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
-                                                        tile.map_batch);
+                                                        tile.map_batch());
       }
       q_phase ^= 1u;
 
       // K and V, last block first (the masked blocks of a causal tile come first).
       for (int n = range.n_last; n >= range.n_first; --n) {
-        const int key_row = tile.k_offset + n * kBlockN;
         // Stage reuse: wait until every consumer warp released the K (then V) block held there.
         ptx::mbarrier_wait(&smem.k_empty[k_state.index], k_state.phase ^ 1u);
+        const int key_row = tile.k_offset + n * kBlockN;
         if (leader) {
           ptx::mbarrier_arrive_expect_tx(&smem.k_full[k_state.index], Traits::kKBytes);
           tma_load_operand<Traits::kDqk, kBlockN>(smem.k[k_state.index], tm_k, &smem.k_full[k_state.index], key_row,
-                                                  head_kv, tile.map_batch);
+                                                  head_kv, tile.map_batch());
         }
         k_state.advance();
 
         ptx::mbarrier_wait(&smem.v_empty[v_state.index], v_state.phase ^ 1u);
-        const int keys_in_block = tile.mask.seqlen_k - n * kBlockN;  // >= 1: the range ends at the last key
-        if (params.zero_v_tail && keys_in_block < kBlockN) {
-          load_v_zeroing_tail(smem, tm_v, v_state.index, key_row, head_kv, tile.map_batch, keys_in_block, tail_phase,
+        // kVarlen: keys past the sequence's end lie inside the k/v maps (a packed neighbour, or keys
+        // past seqused_k); dense: past the maps' end, where TMA zero-fills.
+        int keys_in_block = kBlockN;  // kVarlen: >= 1, the range ends at the sequence's last key
+        if constexpr (Traits::kVarlen) keys_in_block = tile.mask.seqlen_k - n * kBlockN;
+        if (keys_in_block < kBlockN) {
+          load_v_zeroing_tail(smem, tm_v, v_state.index, key_row, head_kv, tile.map_batch(), keys_in_block, tail_phase,
                               lane);
           tail_phase ^= 1u;
         } else if (leader) {
           ptx::mbarrier_arrive_expect_tx(&smem.v_full[v_state.index], Traits::kVBytes);
           tma_load_operand<Traits::kDv, kBlockN>(smem.v[v_state.index], tm_v, &smem.v_full[v_state.index], key_row,
-                                                 head_kv, tile.map_batch);
+                                                 head_kv, tile.map_batch());
         }
         v_state.advance();
       }
@@ -142,7 +148,7 @@ struct Producer {
 template <class Traits>
 struct Consumer {
   using Storage = typename Traits::SharedStorage;
-  using Scheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN>;
+  using Scheduler = TileScheduler<Traits>;
   using Epilogue = std::conditional_t<Traits::kEpilogueTma, EpilogueTma<Traits>, EpilogueDirect<Traits>>;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -235,7 +241,7 @@ struct Consumer {
 
   // Softcap, then the visibility mask (only on blocks that are not fully visible to this
   // warpgroup's 64 rows: tails, causal diagonal, window edges).
-  // `mask`: the tile's sequence's (scheduler.cuh); keys past the sequence's end are invisible there.
+  // `mask`: the tile's sequence's (Scheduler::mask); keys past the sequence's end are invisible there.
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
     const int key_first = n_block * kBlockN;
@@ -254,7 +260,7 @@ struct Consumer {
   }
 
   // ---- One tile -------------------------------------------------------------------------------
-  __device__ void run_tile(const Tile& tile, const KvRange& range) {
+  __device__ void run_tile(const typename Scheduler::TileT& tile, const KvRange& range) {
     float o[kAccO];
     float s[kAccS];
     uint32_t p[kRegsP];
@@ -275,7 +281,7 @@ struct Consumer {
         for (int it = 0; it < num_blocks; ++it) {
           qk_to_completion(s);
           if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
-          prepare_scores(s, tile.mask, range.n_last - it, wg_row_first);
+          prepare_scores(s, Scheduler::mask(params, tile), range.n_last - it, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           rescale_o(o, factor);
           convert_p(s, p);
@@ -285,7 +291,7 @@ struct Consumer {
         // Prologue: S of the first block alone.
         qk_to_completion(s);
         if (num_blocks == 1) release(&smem.q_empty);
-        prepare_scores(s, tile.mask, range.n_last, wg_row_first);
+        prepare_scores(s, Scheduler::mask(params, tile), range.n_last, wg_row_first);
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
         convert_p(s, p);
 
@@ -307,7 +313,7 @@ struct Consumer {
           release(&smem.k_empty[k_state.index]);
           k_state.advance();
           if (it == num_blocks - 1) release(&smem.q_empty);
-          prepare_scores(s, tile.mask, n, wg_row_first);
+          prepare_scores(s, Scheduler::mask(params, tile), n, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
           ptx::wgmma_wait<0>();
@@ -333,7 +339,7 @@ struct Consumer {
     }
     for (Scheduler sched(params); sched.valid(); sched.next()) {
       if (!sched.has_tile()) continue;
-      const Tile tile = sched.tile();
+      const typename Scheduler::TileT tile = sched.tile();
       if (!Scheduler::has_rows(tile)) continue;  // varlen: past this sequence's rows (the producer skips it too)
       run_tile(tile, sched.kv_range(tile));
     }

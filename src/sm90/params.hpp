@@ -23,20 +23,7 @@ struct KernelParams {
   int num_tiles = 0;     // num_m_blocks * Hq * B
   int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (scheduler.cuh)
 
-  // Varlen (device pointers, or null): cu_seqlens_q/k pack the sequences along one token axis of
-  // the q/o and k/v tensor maps; seqused_k shortens each sequence's keys. The scheduler resolves a
-  // tile's sequence with attn::sequence_extent and resizes `mask` to it (attn::mask_for_lengths).
-  const int32_t* cu_seqlens_q = nullptr;
-  const int32_t* cu_seqlens_k = nullptr;
-  const int32_t* seqused_k = nullptr;
-  // Keys past a sequence's end may lie inside the k/v tensor maps (packed neighbours, or keys past
-  // seqused_k): the producer then zeroes those V rows of a sequence's last KV block, so that
-  // P = 0 never meets a non-finite V (mainloop.cuh). False: every key past the end is outside the
-  // tensor map, which TMA zero-fills.
-  bool zero_v_tail = false;
-
-  attn::VisibilityMask mask;  // the visibility rule at the dense lengths
-  MaskAlign mask_align = MaskAlign::kBottomRight;
+  attn::VisibilityMask mask;  // the visibility rule at the dense lengths (varlen: max_seqlen_q/k)
 
   // Scores stay in "dot" units (q.k) inside the kernel; the softmax scale is folded into exp2:
   // p = exp2(dot * scale_log2 - max_dot * scale_log2), scale_log2 = scale * kLog2e.
@@ -48,6 +35,16 @@ struct KernelParams {
   bool always_rescale_o = true;  // false: rescale O only when some row's max moved (tile_config.hpp)
   float softcap_over_scale = 0.0f;
   float scale_over_softcap = 0.0f;
+
+  // Per-sequence lengths (device pointers, or null), read only by the kVarlen kernels
+  // (kernel_traits.cuh): cu_seqlens_q/k pack the sequences along one token axis of the q/o and k/v
+  // tensor maps; seqused_k shortens each sequence's keys. The scheduler resolves a tile's sequence
+  // with attn::sequence_extent and resizes `mask` to it (attn::mask_for_lengths). Last in the struct
+  // so the dense kernels read every other field at the offsets they had before varlen.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_k = nullptr;
+  MaskAlign mask_align = MaskAlign::kBottomRight;
 };
 
 }  // namespace flashcore::sm90

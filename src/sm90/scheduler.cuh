@@ -1,10 +1,12 @@
 // Persistent tile scheduler: grid = min(#tiles, #SMs). A tile is (query block of kBlockM rows,
 // query head, batch entry).
 //
-// Varlen: the grid of tiles is laid over max_seqlen_q (num_m_blocks = ceil(max_seqlen_q / kBlockM)
-// for every sequence); tile() resolves the tile's sequence (its token offsets, lengths and mask),
-// and a tile whose query block starts past its sequence's end has no rows: producer and consumers
-// both skip it (has_rows), so they stay in step.
+// Varlen (kVarlen: cu_seqlens_q/k or seqused_k): the grid of tiles is laid over max_seqlen_q
+// (num_m_blocks = ceil(max_seqlen_q / kBlockM) for every sequence); tile() resolves the tile's
+// sequence (its token offsets, lengths and mask), and a tile whose query block starts past its
+// sequence's end has no rows: producer and consumers both skip it (has_rows), so they stay in step.
+// Dense (!kVarlen): every tile's sequence is the launch's: seqlen_q() and mask() read KernelParams
+// (constant bank) and nothing per sequence is resolved or held in registers.
 //
 // Tile order (the sequence index t):
 //   * heads are taken in groups of `heads_per_group` (b*Hq + h consecutive), sized on the host so
@@ -24,17 +26,31 @@
 
 namespace flashcore::sm90 {
 
+// A query tile: (query block, query head, batch entry), and where its sequence lies in the tensor
+// maps (q_offset / k_offset: its first query / key token row; map_batch(): the maps' batch
+// coordinate). Dense kernels (kVarlen false): the launch's sequence, offsets 0; nothing more is held
+// per tile.
+template <bool kVarlen>
 struct Tile {
   int m_block = 0;
   int head = 0;
   int batch = 0;
-  // Where the tile's sequence lies in the tensor maps: its first query / key token row (varlen:
-  // cu_seqlens[b]; dense: 0) and the maps' batch coordinate (varlen: 0, the maps have no batch).
-  int q_offset = 0;
-  int k_offset = 0;
-  int map_batch = 0;
+  static constexpr int q_offset = 0;
+  static constexpr int k_offset = 0;
+  FC_DEVICE int map_batch() const { return batch; }
+};
+// kVarlen: the tile's own sequence (read seqlen_q / mask through the scheduler's seqlen_q() / mask()).
+template <>
+struct Tile<true> {
+  int m_block = 0;
+  int head = 0;
+  int batch = 0;
+  int q_offset = 0;           // varlen: cu_seqlens_q[b]; seqused_k alone: 0
+  int k_offset = 0;           // varlen: cu_seqlens_k[b]
+  int packed_batch = 0;       // varlen: 0 (the maps have no batch); seqused_k alone: batch
   int seqlen_q = 0;           // this sequence's query rows
   attn::VisibilityMask mask;  // this sequence's mask; mask.seqlen_k = its keys (seqused_k applied)
+  FC_DEVICE int map_batch() const { return packed_batch; }
 };
 
 // The KV blocks [n_first, n_last] a query tile visits (inclusive; empty when n_last < n_first).
@@ -45,7 +61,7 @@ struct KvRange {
   FC_DEVICE int count() const { return n_last - n_first + 1; }
 };
 
-template <int kBlockM, int kBlockN>
+template <int kBlockM, int kBlockN, bool kVarlen>
 struct StaticPersistentScheduler {
   const KernelParams& params;
   int wave = 0;
@@ -62,44 +78,66 @@ struct StaticPersistentScheduler {
   FC_DEVICE bool has_tile() const { return tile_index < params.num_tiles; }
   FC_DEVICE void next() { tile_index = slot(++wave); }
 
-  FC_DEVICE Tile tile() const {
+  using TileT = Tile<kVarlen>;
+
+  FC_DEVICE TileT tile() const {
     const int group_tiles = params.heads_per_group * params.num_m_blocks;
     const int group = tile_index / group_tiles;
     const int first_head = group * params.heads_per_group;  // b * Hq + h of the group's first head
     const int total_heads = params.batch * params.heads_q;
     const int group_heads = min(params.heads_per_group, total_heads - first_head);
     const int within = tile_index - group * group_tiles;
-    Tile t;
+    TileT t;
     t.m_block = params.num_m_blocks - 1 - within / group_heads;
     const int head_index = first_head + within % group_heads;
     t.head = head_index % params.heads_q;
     t.batch = head_index / params.heads_q;
-    const attn::SequenceExtent seq = attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k,
-                                                           params.seqlen_q, params.seqlen_k, t.batch);
-    t.q_offset = (int)seq.q_start;
-    t.k_offset = (int)seq.k_start;
-    t.map_batch = params.cu_seqlens_q != nullptr ? 0 : t.batch;  // varlen: q and k are both packed
-    t.seqlen_q = seq.seqlen_q;
-    t.mask = attn::mask_for_lengths(params.mask, params.mask_align, seq.seqlen_q, seq.seqlen_k);
+    if constexpr (kVarlen) {
+      const attn::SequenceExtent seq = attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k,
+                                                             params.seqused_k, params.seqlen_q, params.seqlen_k, t.batch);
+      t.q_offset = (int)seq.q_start;
+      t.k_offset = (int)seq.k_start;
+      t.packed_batch = params.cu_seqlens_q != nullptr ? 0 : t.batch;  // varlen: q and k are both packed
+      t.seqlen_q = seq.seqlen_q;
+      t.mask = attn::mask_for_lengths(params.mask, params.mask_align, seq.seqlen_q, seq.seqlen_k);
+    }
     return t;
   }
 
+  // The tile's sequence: its query rows and its mask (mask.seqlen_k = its keys).
+  FC_DEVICE static int seqlen_q(const KernelParams& p, const TileT& t) {
+    if constexpr (kVarlen) return t.seqlen_q;
+    else return p.seqlen_q;
+  }
+  FC_DEVICE static const attn::VisibilityMask& mask(const KernelParams& p, const TileT& t) {
+    if constexpr (kVarlen) return t.mask;
+    else return p.mask;
+  }
+
   // False for a varlen tile past its sequence's last query row (nothing to load or store).
-  FC_DEVICE static bool has_rows(const Tile& t) { return t.m_block * kBlockM < t.seqlen_q; }
+  FC_DEVICE static bool has_rows(const TileT& t) {
+    if constexpr (kVarlen) return t.m_block * kBlockM < t.seqlen_q;
+    else return true;
+  }
 
   // Union of the visible keys of the tile's rows (contiguous because each row's window is an
   // interval sliding by one key per row), in KV blocks.
-  FC_DEVICE KvRange kv_range(const Tile& t) const {
+  FC_DEVICE KvRange kv_range(const TileT& t) const {
     KvRange r;
+    const attn::VisibilityMask& m = mask(params, t);
     const int row_first = t.m_block * kBlockM;
-    const int row_last = min(row_first + kBlockM, t.seqlen_q) - 1;
-    const int key_first = t.mask.first_key(row_first);
-    const int key_last = t.mask.last_key(row_last);
+    const int row_last = min(row_first + kBlockM, seqlen_q(params, t)) - 1;
+    const int key_first = m.first_key(row_first);
+    const int key_last = m.last_key(row_last);
     if (key_last < key_first) return r;  // also covers Sk == 0 (last_key < 0)
     r.n_first = key_first / kBlockN;
     r.n_last = key_last / kBlockN;
     return r;
   }
 };
+
+// The scheduler of a kernel (Traits: kernel_traits.cuh).
+template <class Traits>
+using TileScheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>;
 
 }  // namespace flashcore::sm90
