@@ -63,8 +63,8 @@ const TuneVariant kTuneVariants[] = {
     {"flashcore-sm80-128x64x4s1", 64, &launch_variant<64, 128, 64, 4, 1>},
     {"flashcore-sm80-128x128x4s1", 64, &launch_variant<64, 128, 128, 4, 1>},
     {"flashcore-sm80-128x128x4s2", 64, &launch_variant<64, 128, 128, 4, 2>},
-    {"flashcore-sm80-64x64x4s2", 64, &launch_variant<64, 64, 64, 4, 2>},
-    {"flashcore-sm80-128x64x8s2", 64, &launch_variant<64, 128, 64, 8, 2>},
+    {"flashcore-sm80-128x64x4s2", 64, &launch_variant<64, 128, 64, 4, 2>},
+    {"flashcore-sm80-128x96x4s2", 64, &launch_variant<64, 128, 96, 4, 2>},
 };
 
 struct Row {
