@@ -43,10 +43,12 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes =
     return {64, 32, 4, 1};
   }
   if (d <= 32) return {128, 128, 4, 1};
-  // d64: 128 x 128, one stage. Same-run A/B (H200, fp16, B*S=16k, H=32; bench/results/
-  // 2026-11-22-h200-sm80-d64): 311 vs 298 (128 x 64, two stages) at S=16k, 301 vs 288 at S=2k, causal
-  // S=2k 253 vs 246 (FA2: 246); two stages at 128 x 128 measured the same within 1%.
-  if (d <= 64) return {128, 96, 4, 1};
+  // d64: 128 x 128, one stage, a deliberate trade: ptxas spills 8 bytes (2 registers; 254 registers
+  // spill-free at 128 x 96). Same-run A/B, two rounds (H200 fp16, B*S=16k, H=32; bench/results/
+  // 2026-11-22-h200-sm80-d64): 128 x 128 is >= 1.02x FA2 on every S and causal mode (S=8k 316.8 vs
+  // FA2 292.5), 128 x 96 fell to 0.99x at S=8k (290.9), the old 128 x 64 x 2 stages to 0.98x on three
+  // rows. Two stages at 128 x 128 measured the same within 1%.
+  if (d <= 64) return {128, 128, 4, 1};
   // d96: untimed. 128 x 64 x 4 now fits without spills (254 regs) and is the next candidate.
   if (d <= 96) return {128, 32, 4, 1};
   // d128: 363 vs 345 (128 x 32, two stages, spill-free on sm_80 too) vs 314 (128 x 64, two stages).
