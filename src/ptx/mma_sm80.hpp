@@ -1,5 +1,5 @@
-// Thin inline-PTX wrappers for the sm80 (Ampere) tensor-core path: mma.sync m16n8k16, ldmatrix,
-// cp.async. One instruction each; fragment layouts are in docs tensor-core-notes section 1.
+// Thin inline-PTX wrappers for the sm80 (Ampere) tensor-core path: mma.sync m16n8k16 (16-bit) and
+// m16n8k8 (tf32), ldmatrix, cp.async. One instruction each; fragment layouts are in docs tensor-core-notes section 1.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,35 @@ FC_DEVICE void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint3
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D += A * B for one m16n8k8 tile, tf32 inputs (32-bit registers whose low 13 mantissa bits the
+// tensor core ignores), fp32 accumulators. Fragments (PTX ISA "mma.m16n8k8", .tf32), g = lane / 4,
+// t = lane % 4: A a0 (row g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+// B b0 (k t, col g), b1 (k t + 4, col g); C as for m16n8k16.
+FC_DEVICE void mma_m16n8k8_tf32(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D = A * B (C = 0) for one m16n8k8 tf32 tile: a fresh partial sum (see gemm_*_tf32x3).
+FC_DEVICE void mma_m16n8k8_tf32_zero_c(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%10, %10, %10, %10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// fp32 -> tf32 (10 explicit mantissa bits), round to nearest with ties away from zero; the result
+// is a valid fp32 bit pattern with the low 13 bits zero.
+FC_DEVICE uint32_t cvt_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
 }
 
 // Two floats -> one register of two 16-bit values, `lo` in the low half (lower column), RN.

@@ -1,5 +1,6 @@
-// sm80 forward epilogue: normalized O accumulators -> 16-bit -> shared memory (padded rows, so the
-// fragment-order writes are conflict-free) -> 16-byte coalesced global stores; LSE per row.
+// sm80 forward epilogue: normalized O accumulators -> the element type (16-bit: rounded and packed
+// in pairs; fp32: as is, float2) -> shared memory (padded rows, so the fragment-order writes are
+// conflict-free) -> 16-byte coalesced global stores; LSE per row.
 #pragma once
 
 #include <cstdint>
@@ -26,19 +27,23 @@ FC_DEVICE void store_output(const float (&acc_o)[Traits::kMTiles][Traits::kOutNT
       const int row = warp_row0 + mt * 16 + g + 8 * r;
 #pragma unroll
       for (int d = 0; d < Traits::kOutNTiles; ++d) {
-        const uint32_t packed = ptx::pack2(acc_o[mt][d][2 * r], acc_o[mt][d][2 * r + 1], Element{});
-        *reinterpret_cast<uint32_t*>(sO + row * Traits::kOStride + d * 8 + 2 * t) = packed;
+        Element* dst = sO + row * Traits::kOStride + d * 8 + 2 * t;
+        if constexpr (Traits::kTf32x3) {
+          *reinterpret_cast<float2*>(dst) = make_float2(acc_o[mt][d][2 * r], acc_o[mt][d][2 * r + 1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(dst) = ptx::pack2(acc_o[mt][d][2 * r], acc_o[mt][d][2 * r + 1], Element{});
+        }
       }
       if (lse_rows != nullptr && t == 0 && row < rows_valid) lse_rows[row] = lse[mt][r];
     }
   __syncthreads();  // sO complete: every thread now reads rows other warps wrote
 
-  constexpr int kChunksPerRow = Traits::kHeadDimV / 8;
+  constexpr int kChunksPerRow = Traits::kHeadDimV / Traits::kElemsPer16B;
   constexpr int kChunks = Traits::kBlockM * kChunksPerRow;
 #pragma unroll
   for (int chunk = tid; chunk < kChunks; chunk += Traits::kThreads) {
     const int row = chunk / kChunksPerRow;
-    const int col = (chunk % kChunksPerRow) * 8;
+    const int col = (chunk % kChunksPerRow) * Traits::kElemsPer16B;
     if (row < rows_valid) {
       *reinterpret_cast<uint4*>(o_tile + row * o_row_stride + col) =
           *reinterpret_cast<const uint4*>(sO + row * Traits::kOStride + col);

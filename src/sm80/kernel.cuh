@@ -1,4 +1,5 @@
-// sm80 forward kernel shell (FlashAttention-2 on mma.sync): one CTA per (query tile, head, batch
+// sm80 forward kernel shell (FlashAttention-2 on mma.sync; fp16/bf16 on m16n8k16, fp32 on 3xTF32
+// m16n8k8, the policy chosen by the element type in mainloop.cuh): one CTA per (query tile, head, batch
 // entry), split-Q across warps, K/V streamed through shared memory with cp.async, online softmax in
 // registers, P kept in registers for P V.
 //
@@ -77,12 +78,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   const int n_block_max = kv_last >= kv_first ? kv_last / kBlockN : n_block_min - 1;
 
   float acc_o[Traits::kMTiles][Traits::kOutNTiles][4];
-#pragma unroll
-  for (int mt = 0; mt < Traits::kMTiles; ++mt)
-#pragma unroll
-    for (int d = 0; d < Traits::kOutNTiles; ++d)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc_o[mt][d][i] = 0.0f;
+  zero_accumulators(acc_o);
   OnlineSoftmax<Traits::kMTiles, Traits::kScoreNTiles, Traits::kOutNTiles> softmax;
   softmax.init();
   const FragmentCoords coords_base{m0 + warp_row0 + (lane >> 2), 2 * (lane & 3)};

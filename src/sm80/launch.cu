@@ -1,6 +1,6 @@
 // The sm80 path's entry in the dispatch table: supports() says exactly why a call cannot run here
-// (device, dtype, head dims of this build, architecture, alignment, shared memory), run() picks the
-// instantiation for (Dqk, Dv, dtype).
+// (device, head dims and dtype of this build, architecture, alignment, shared memory), run() picks
+// the instantiation for (Dqk, Dv, dtype): fp16/bf16 on mma.m16n8k16, fp32 on 3xTF32 mma.m16n8k8.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -27,8 +27,10 @@ struct Instantiation {
 
 #define FC_SM80_FP16(QK, V) {QK, V, DType::kFloat16, &sm80::launch_fwd<QK, V, __half>},
 #define FC_SM80_BF16(QK, V) {QK, V, DType::kBFloat16, &sm80::launch_fwd<QK, V, __nv_bfloat16>},
+#define FC_SM80_FP32(QK, V) {QK, V, DType::kFloat32, &sm80::launch_fwd<QK, V, float>},
 
-// What this build compiled (CMake defines FLASHCORE_HAS_SM80_D<QK>_<V>_<DTYPE> per unit).
+// What this build compiled (CMake defines FLASHCORE_HAS_SM80_D<QK>_<V>_<DTYPE> per unit). fp32
+// (3xTF32, see mainloop.cuh) has the equal pairs up to 128 (d256 spills, see tile_config.hpp).
 constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D32_32_FP16
     FC_SM80_FP16(32, 32)
@@ -36,11 +38,17 @@ constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D32_32_BF16
     FC_SM80_BF16(32, 32)
 #endif
+#if FLASHCORE_HAS_SM80_D32_32_FP32
+    FC_SM80_FP32(32, 32)
+#endif
 #if FLASHCORE_HAS_SM80_D64_64_FP16
     FC_SM80_FP16(64, 64)
 #endif
 #if FLASHCORE_HAS_SM80_D64_64_BF16
     FC_SM80_BF16(64, 64)
+#endif
+#if FLASHCORE_HAS_SM80_D64_64_FP32
+    FC_SM80_FP32(64, 64)
 #endif
 #if FLASHCORE_HAS_SM80_D96_96_FP16
     FC_SM80_FP16(96, 96)
@@ -48,11 +56,17 @@ constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D96_96_BF16
     FC_SM80_BF16(96, 96)
 #endif
+#if FLASHCORE_HAS_SM80_D96_96_FP32
+    FC_SM80_FP32(96, 96)
+#endif
 #if FLASHCORE_HAS_SM80_D128_128_FP16
     FC_SM80_FP16(128, 128)
 #endif
 #if FLASHCORE_HAS_SM80_D128_128_BF16
     FC_SM80_BF16(128, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D128_128_FP32
+    FC_SM80_FP32(128, 128)
 #endif
 #if FLASHCORE_HAS_SM80_D192_192_FP16
     FC_SM80_FP16(192, 192)
@@ -72,11 +86,30 @@ constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D192_128_BF16
     FC_SM80_BF16(192, 128)
 #endif
+#if FLASHCORE_HAS_SM80_D128_64_FP16
+    FC_SM80_FP16(128, 64)
+#endif
+#if FLASHCORE_HAS_SM80_D128_64_BF16
+    FC_SM80_BF16(128, 64)
+#endif
+#if FLASHCORE_HAS_SM80_D64_128_FP16
+    FC_SM80_FP16(64, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D64_128_BF16
+    FC_SM80_BF16(64, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D256_128_FP16
+    FC_SM80_FP16(256, 128)
+#endif
+#if FLASHCORE_HAS_SM80_D256_128_BF16
+    FC_SM80_BF16(256, 128)
+#endif
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
 #undef FC_SM80_FP16
 #undef FC_SM80_BF16
+#undef FC_SM80_FP32
 
 const Instantiation* find_instantiation(const AttentionParams& p) {
   for (const Instantiation& inst : kInstantiations) {
@@ -119,7 +152,6 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
   if (!d.has_device || d.pointers_on_host) return "the sm80 path needs a CUDA device and device pointers";
-  if (p.dtype == DType::kFloat32) return "fp32 not supported by sm80 path (the naive GPU path computes fp32)";
   if (d.cc_major < 8) {
     return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + ")";
@@ -132,7 +164,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " + built_list() + ")";
   }
-  const int smem = sm80::smem_bytes(p.head_dim_qk, p.head_dim_v);
+  const int smem = sm80::smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype));
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the sm80 kernel for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
@@ -151,11 +183,11 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
   };
   for (const auto& t : tensors) {
     bool ok = aligned16(t.ptr);
-    for (int64_t s : t.strides) ok = ok && s % 8 == 0;
+    for (int64_t s : t.strides) ok = ok && (s * dtype_size(p.dtype)) % 16 == 0;
     if (!ok) {
       return std::string(t.name) +
              ": the sm80 path needs a 16-byte aligned base and batch/seq/head strides that are multiples "
-             "of 8 elements";
+             "of 16 bytes (8 fp16/bf16 or 4 fp32 elements)";
     }
   }
   if (p.batch > 65535 || p.heads_q > 65535) return "the sm80 path launches at most 65535 batch entries and heads";

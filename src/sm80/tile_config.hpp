@@ -9,7 +9,8 @@
 //   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
 //   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
 //   The -Xptxas -v report for every entry is in docs/perf-notes.md (sm80 section): no spills on sm_90a; on
-//   sm_80 only d128 spills (40 B), a trade measured on the H200 only (see the d128 entry).
+//   sm_80 only d128 fp16/bf16 spills (40 B), a trade measured on the H200 only (see the d128 entry).
+//   fp32 inputs (3xTF32) have their own entries, keyed by the element size.
 //   Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
@@ -23,12 +24,31 @@ struct TileShape {
 };
 
 // Retune here (tools/bench/sm80_timing.cu times other shapes next to the table's). Dqk/Dv pairs
-// not listed get the entry of max(Dqk, Dv). Figures: H200, fp16, S = 16k non-causal, TFLOPS.
-constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
+// not listed get the entry of max(Dqk, Dv). `elem_bytes` is the instantiation's element size:
+// 2 = fp16/bf16 on mma.m16n8k16, 4 = fp32 inputs on 3xTF32 mma.m16n8k8 (its own entries below).
+// Figures: H200, fp16, S = 16k non-causal, TFLOPS.
+constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes = 2) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
+  if (elem_bytes == 4) {
+    // fp32 (3xTF32): elements are twice as wide, so the tiles hold half as many keys for the same
+    // shared memory, and each S / O accumulator costs the same registers as in 16 bits while the
+    // hi/lo split needs a few more. Untimed beyond the d64/d128 check in docs/perf-notes.md.
+    // One m16 tile per warp: the per-k8-step partial sums of 3xTF32 (mainloop.cuh) made every
+    // two-tile shape (128 rows / 4 warps) spill. 64 x 64 (d64: 90 KB) and 64 x 32 (d128: 101 KB),
+    // two stages, fit two CTAs per SM.
+    if (d <= 64) return {64, 64, 4, 2};
+    if (d <= 128) return {64, 32, 4, 2};
+    // d256: 64 x 32 x 4 (132 KB) is the smallest sensible tile and still spills 4-8 B at 255
+    // registers (128 of them O accumulators), so fp32 d256 is not instantiated.
+    return {64, 32, 4, 1};
+  }
   if (d <= 32) return {128, 128, 4, 1};
-  // d64 (128 x 64): two stages 301-308 vs one 299-301; 128 x 128 reached 314 (untested in the sweep).
-  if (d <= 64) return {128, 64, 4, 2};
+  // d64: 128 x 128, one stage, a deliberate trade: ptxas spills 8 bytes (2 registers; 254 registers
+  // spill-free at 128 x 96). Same-run A/B, two rounds (H200 fp16, B*S=16k, H=32; bench/results/
+  // 2026-11-22-h200-sm80-d64): 128 x 128 is >= 1.02x FA2 on every S and causal mode (S=8k 316.8 vs
+  // FA2 292.5), 128 x 96 fell to 0.99x at S=8k (290.9), the old 128 x 64 x 2 stages to 0.98x on three
+  // rows. Two stages at 128 x 128 measured the same within 1%.
+  if (d <= 64) return {128, 128, 4, 1};
   // d96: untimed. 128 x 64 x 4 now fits without spills (254 regs) and is the next candidate.
   if (d <= 96) return {128, 32, 4, 1};
   // d128: 363 vs 345 (128 x 32, two stages, spill-free on sm_80 too) vs 314 (128 x 64, two stages).
@@ -37,21 +57,31 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
   return {128, 64, 8, 1};  // 256: 135 KB of shared memory, one CTA per SM
 }
 
-// Shared-memory rows are padded by 16 bytes (8 elements): consecutive rows then start in different
-// 16-byte bank groups, so ldmatrix (8 rows x 16 B per phase) and the 16-byte cp.async writes are
-// free of bank conflicts without a swizzle.
-inline constexpr int kSmemRowPad = 8;
+// Shared-memory row padding in elements, chosen so the fragment loads need no swizzle:
+// - 16-bit: every row padded by 16 bytes (8 elements): consecutive rows then start in different
+//   16-byte bank groups, so ldmatrix (8 rows x 16 B per phase) and the 16-byte cp.async writes are
+//   free of bank conflicts.
+// - fp32: Q, K and O rows by 8 floats: their fragments are float2 accesses at (row g, col 2t) (the
+//   k order inside a k8 step is permuted, see mainloop.cuh), served per half-warp (rows g = 0..3 or
+//   4..7, t = 0..3); a row stride = 8 (mod 32) words puts the four rows at word offsets 0, 8, 16, 24,
+//   so the 16 lanes x 2 words cover 32 distinct banks. V rows by 4 floats: its B fragments are
+//   scalar loads of rows 2t and 2t + 1 at column g by the whole warp; a stride = 4 (mod 16) words
+//   gives 2t * stride = 8t (mod 32), so lane (g, t) hits bank 8t + g: 32 distinct banks. (Both need
+//   head dims that are multiples of 32 for Q/K/O and of 16 for V; the traits check it.)
+constexpr int smem_row_pad_qko(int /*elem_bytes*/) { return 8; }  // 16 B (16-bit) or 32 B (fp32)
+constexpr int smem_row_pad_v(int elem_bytes) { return elem_bytes == 4 ? 4 : 8; }
 
 // Bytes of dynamic shared memory: Q tile (reused for the O tile in the epilogue), K and V tiles per
-// stage, all 16-bit elements.
-constexpr int smem_bytes(int head_dim_qk, int head_dim_v, TileShape t) {
-  const int q_or_o = t.block_m * ((head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v) + kSmemRowPad);
-  const int k = t.block_n * (head_dim_qk + kSmemRowPad);
-  const int v = t.block_n * (head_dim_v + kSmemRowPad);
-  return 2 * (q_or_o + t.kv_stages * (k + v));
+// stage.
+constexpr int smem_bytes(int head_dim_qk, int head_dim_v, TileShape t, int elem_bytes) {
+  const int pad = smem_row_pad_qko(elem_bytes);
+  const int q_or_o = t.block_m * ((head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v) + pad);
+  const int k = t.block_n * (head_dim_qk + pad);
+  const int v = t.block_n * (head_dim_v + smem_row_pad_v(elem_bytes));
+  return elem_bytes * (q_or_o + t.kv_stages * (k + v));
 }
-constexpr int smem_bytes(int head_dim_qk, int head_dim_v) {
-  return smem_bytes(head_dim_qk, head_dim_v, tile_shape(head_dim_qk, head_dim_v));
+constexpr int smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes) {
+  return smem_bytes(head_dim_qk, head_dim_v, tile_shape(head_dim_qk, head_dim_v, elem_bytes), elem_bytes);
 }
 
 }  // namespace flashcore::sm80
@@ -60,9 +90,13 @@ namespace flashcore::sm80 {
 
 // Compile-time facts of one instantiation, all derived from the tile shape (the table's entry unless
 // a tuning experiment passes another one, see tools/bench/sm80_timing.cu).
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_, TileShape kShape_ = tile_shape(kHeadDimQK_, kHeadDimV_)>
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_,
+          TileShape kShape_ = tile_shape(kHeadDimQK_, kHeadDimV_, int(sizeof(Element_)))>
 struct FwdTraits {
-  using Element = Element_;  // __half or __nv_bfloat16
+  using Element = Element_;  // __half or __nv_bfloat16 (mma.m16n8k16), float (3xTF32 mma.m16n8k8)
+  static constexpr int kElemBytes = int(sizeof(Element));
+  static constexpr bool kTf32x3 = kElemBytes == 4;
+  static constexpr int kElemsPer16B = 16 / kElemBytes;  // elements per cp.async / vector store
   static constexpr int kHeadDimQK = kHeadDimQK_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr TileShape kShape = kShape_;
@@ -76,10 +110,10 @@ struct FwdTraits {
   static constexpr int kScoreNTiles = kBlockN / 8;      // n8 tiles of S = Q K^T per m16 tile
   static constexpr int kOutNTiles = kHeadDimV / 8;      // n8 tiles of O per m16 tile
   // Shared-memory row strides in elements (padded, see kSmemRowPad).
-  static constexpr int kQStride = kHeadDimQK + kSmemRowPad;
-  static constexpr int kKStride = kHeadDimQK + kSmemRowPad;
-  static constexpr int kVStride = kHeadDimV + kSmemRowPad;
-  static constexpr int kOStride = kHeadDimV + kSmemRowPad;
+  static constexpr int kQStride = kHeadDimQK + smem_row_pad_qko(kElemBytes);
+  static constexpr int kKStride = kHeadDimQK + smem_row_pad_qko(kElemBytes);
+  static constexpr int kVStride = kHeadDimV + smem_row_pad_v(kElemBytes);
+  static constexpr int kOStride = kHeadDimV + smem_row_pad_qko(kElemBytes);
   // Element offsets of the tiles inside dynamic shared memory.
   static constexpr int kQOffset = 0;
   static constexpr int kQOrOElems = kBlockM * (kQStride > kOStride ? kQStride : kOStride);
@@ -87,13 +121,17 @@ struct FwdTraits {
   static constexpr int kKStageElems = kBlockN * kKStride;
   static constexpr int kVOffset = kKOffset + kKVStages * kKStageElems;
   static constexpr int kVStageElems = kBlockN * kVStride;
-  static constexpr int kSmemBytes = 2 * (kVOffset + kKVStages * kVStageElems);
+  static constexpr int kSmemBytes = kElemBytes * (kVOffset + kKVStages * kVStageElems);
 
-  static_assert(kSmemBytes == smem_bytes(kHeadDimQK, kHeadDimV, kShape), "layout and host-side size disagree");
+  static_assert(kSmemBytes == smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes),
+                "layout and host-side size disagree");
+  static_assert(kElemBytes == 2 || kElemBytes == 4, "16-bit or fp32 elements");
   static_assert(kKVStages == 1 || kKVStages == 2, "one or two K/V buffers");
   static_assert(kRowsPerWarp % 16 == 0 && kMTiles >= 1, "each warp owns whole m16 tiles");
-  static_assert(kBlockN % 16 == 0, "KV blocks are whole k16 steps of P V");
+  static_assert(kBlockN % 16 == 0, "KV blocks are whole k16 steps of P V (fp32: pairs of k8 steps)");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
+  static_assert(!kTf32x3 || (kQStride % 32 == 8 && kOStride % 32 == 8 && kVStride % 16 == 4),
+                "fp32 strides keep the fragment accesses conflict-free (see smem_row_pad_*)");
 };
 
 }  // namespace flashcore::sm80

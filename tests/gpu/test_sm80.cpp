@@ -2,7 +2,9 @@
 // forward rule of the semantics (causal in both alignments, sliding window, softcap, ALiBi, GQA/MQA,
 // varlen with seqused_k, Sq != Sk both ways, lengths that are not tile multiples, strided layouts)
 // for every head-dim pair and dtype of the build, with the project tolerance (error <= 2x the naive
-// same-dtype computation's), NaN poison overwritten everywhere and padding untouched.
+// same-dtype computation's; fp32 inputs on 3xTF32: the same, i.e. 2x the fp32 SIMT computation's
+// error + 1e-5 relative, design.md's SIMT bound), NaN poison overwritten everywhere and padding
+// untouched.
 // Large shapes are compared with the naive GPU reference.
 #include <algorithm>
 #include <cstdint>
@@ -47,15 +49,17 @@ struct Variant {
   DType dtype;
 };
 std::vector<Variant> all_variants() {
-  const int pairs[][2] = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};
+  const int pairs[][2] = {{32, 32},   {64, 64},   {96, 96},  {128, 128}, {192, 192},
+                          {256, 256}, {192, 128}, {128, 64}, {64, 128},  {256, 128}};
   std::vector<Variant> out;
   for (const auto& pr : pairs)
     for (DType dt : {DType::kFloat16, DType::kBFloat16}) out.push_back({pr[0], pr[1], dt});
+  for (int d : {32, 64, 96, 128}) out.push_back({d, d, DType::kFloat32});  // 3xTF32
   return out;
 }
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   return "d" + std::to_string(info.param.dqk) + "_" + std::to_string(info.param.dv) + "_" +
-         (info.param.dtype == DType::kFloat16 ? "fp16" : "bf16");
+         dtype_name(info.param.dtype);
 }
 
 // Empty when this build and device run the variant on the sm80 path, otherwise why not.
@@ -175,10 +179,12 @@ INSTANTIATE_TEST_SUITE_P(AllHeadDims, Sm80Sweep, ::testing::ValuesIn(all_variant
 // Shapes too large for the CPU reference, against the naive GPU reference (fp32 math; itself checked
 // against fp64 in test_naive_gpu.cpp): S = 4097 (not a tile multiple), causal and not. Bound: the
 // relative Frobenius error of a 16-bit output is a few units of the dtype's rounding (unit
-// roundoff u: 2^-11 fp16, 2^-8 bf16); P is rounded too, so allow 8u.
+// roundoff u: 2^-11 fp16, 2^-8 bf16); P is rounded too, so allow 8u. fp32 (3xTF32): both sides are
+// fp32-accurate (~1e-6 each in the host emulation), so allow 1e-5.
 TEST(Sm80LargeShapes, MatchNaiveGpuReference) {
   FC_REQUIRE_SM(80);
-  for (Variant v : {Variant{128, 128, DType::kBFloat16}, Variant{64, 64, DType::kFloat16}}) {
+  for (Variant v : {Variant{128, 128, DType::kBFloat16}, Variant{64, 64, DType::kFloat16},
+                    Variant{128, 128, DType::kFloat32}, Variant{64, 64, DType::kFloat32}}) {
     if (!variant_unavailable(v).empty()) continue;
     for (bool causal : {false, true}) {
       TestCase c = case_for(v, 4097u);
@@ -188,20 +194,24 @@ TEST(Sm80LargeShapes, MatchNaiveGpuReference) {
       c.seqlen_q = c.seqlen_k = 4097;
       c.causal = causal;
       const testing::PathComparison cmp = testing::compare_paths(c, KernelPath::kSm80);
-      const double unit_roundoff = v.dtype == DType::kFloat16 ? 1.0 / 2048 : 1.0 / 256;
+      const double bound = v.dtype == DType::kFloat32   ? 1e-5
+                           : v.dtype == DType::kFloat16 ? 8.0 / 2048
+                                                        : 8.0 / 256;
       EXPECT_TRUE(cmp.status.ok() && cmp.reference_status.ok() && cmp.unwritten_o == 0 &&
-                  cmp.error.finite_ok() && cmp.error.rel_fro <= 8 * unit_roundoff)
+                  cmp.error.finite_ok() && cmp.error.rel_fro <= bound)
           << c.describe() << "\n" << cmp.describe();
     }
   }
 }
 
 // Small shapes for compute-sanitizer (memcheck / racecheck): tails, causal, window, ALiBi, varlen,
-// on both K/V pipelines of the tuning table (two-stage d64, single-buffered d128 and 192/128).
+// on both K/V pipelines of the tuning table (two-stage d64, single-buffered d128 and 192/128), a
+// Dqk < Dv pair and both fp32 (3xTF32) tiles.
 TEST(Sm80Sanitizer, SmallShapesEveryFeature) {
   FC_REQUIRE_SM(80);
   for (Variant v : {Variant{64, 64, DType::kFloat16}, Variant{128, 128, DType::kBFloat16},
-                    Variant{192, 128, DType::kFloat16}}) {
+                    Variant{192, 128, DType::kFloat16}, Variant{64, 128, DType::kBFloat16},
+                    Variant{64, 64, DType::kFloat32}, Variant{128, 128, DType::kFloat32}}) {
     if (!variant_unavailable(v).empty()) continue;
     std::mt19937 rng(9);
     for (MaskMode m : {MaskMode::kNone, MaskMode::kCausalBottomRight, MaskMode::kWindow, MaskMode::kAlibi}) {
@@ -222,8 +232,8 @@ TEST(Sm80Sanitizer, SmallShapesEveryFeature) {
   }
 }
 
-// supports() names the reason: fp32 is not an sm80 dtype; pruned head dims are "not in this build";
-// old architectures, misaligned strides and host pointers are refused by name.
+// supports() names the reason: pruned head dims (and fp32 d256, never instantiated) are "not in
+// this build"; old architectures, misaligned strides and host pointers are refused by name.
 TEST(Sm80Supports, SaysWhyNot) {
   if (flashcore::build_info().find(" sm80") == std::string::npos)
     GTEST_SKIP() << "the sm80 path is not part of this build (FLASHCORE_BUILD_SM80=OFF)";
@@ -236,7 +246,16 @@ TEST(Sm80Supports, SaysWhyNot) {
   info.cc_major = 9;
   info.cc_minor = 0;
   info.max_smem_per_block_optin = 227 * 1024;
-  EXPECT_NE(detail::sm80_path().supports(p, info).find("fp32 not supported by sm80 path"), std::string::npos);
+  p.head_dim_qk = p.head_dim_v = 256;
+  EXPECT_NE(detail::sm80_path().supports(p, info).find("not in this build"), std::string::npos);
+  p.head_dim_qk = p.head_dim_v = 128;
+  if (detail::sm80_path().supports(p, info).empty()) {  // fp32 d128 is in this build
+    p.q_seq_stride = 132;  // 16-byte multiples are 4 fp32 elements (8 for 16-bit dtypes)
+    EXPECT_EQ(detail::sm80_path().supports(p, info), "");
+    p.q_seq_stride = 130;
+    EXPECT_NE(detail::sm80_path().supports(p, info).find("q: the sm80 path needs"), std::string::npos);
+    p.q_seq_stride = 0;
+  }
   p.dtype = DType::kFloat16;
   p.head_dim_qk = p.head_dim_v = 80;
   EXPECT_NE(detail::sm80_path().supports(p, info).find("not in this build"), std::string::npos);

@@ -63,6 +63,8 @@ const TuneVariant kTuneVariants[] = {
     {"flashcore-sm80-128x64x4s1", 64, &launch_variant<64, 128, 64, 4, 1>},
     {"flashcore-sm80-128x128x4s1", 64, &launch_variant<64, 128, 128, 4, 1>},
     {"flashcore-sm80-128x128x4s2", 64, &launch_variant<64, 128, 128, 4, 2>},
+    {"flashcore-sm80-128x64x4s2", 64, &launch_variant<64, 128, 64, 4, 2>},
+    {"flashcore-sm80-128x96x4s2", 64, &launch_variant<64, 128, 96, 4, 2>},
 };
 
 struct Row {
@@ -82,14 +84,16 @@ int main(int argc, char** argv) {
       for (int s : {1024, 2048, 4096, 8192, 16384}) rows.push_back({dt, causal, 4, 32, s, 128});
       for (int s : {1024, 2048, 4096, 8192, 16384}) rows.push_back({dt, causal, 16384 / s, 32, s, 64});
     }
-  bool only_d128 = false, no_tune = false;
+  bool only_d128 = false, only_d64 = false, no_tune = false, tune_all = false;
   for (int a = 1; a < argc; ++a) {
     only_d128 = only_d128 || std::string(argv[a]) == "--d128";
+    only_d64 = only_d64 || std::string(argv[a]) == "--d64";
     no_tune = no_tune || std::string(argv[a]) == "--no-tune";
+    tune_all = tune_all || std::string(argv[a]) == "--tune-all";  // tuning variants at every S, not only 4k/16k
   }
   std::printf("impl,dtype,causal,batch,heads,seqlen,dim,ms,tflops\n");
   for (const Row& r : rows) {
-    if (only_d128 && r.dim != 128) continue;
+    if ((only_d128 && r.dim != 128) || (only_d64 && r.dim != 64)) continue;
     const int64_t elems = int64_t(r.batch) * r.seqlen * r.heads * r.dim;
     std::vector<void*> bufs;
     std::vector<AttentionParams> params;
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
       std::function<Status(const AttentionParams&)> run;
     };
     std::vector<Impl> impls = {{"flashcore-sm80", [&](const AttentionParams& p) { return ops.run(p, info, nullptr); }}};
-    if (r.dtype == DType::kFloat16 && (r.seqlen == 4096 || r.seqlen == 16384) && !no_tune) {
+    if (r.dtype == DType::kFloat16 && (tune_all || r.seqlen == 4096 || r.seqlen == 16384) && !no_tune) {
       for (const TuneVariant& tv : kTuneVariants) {
         if (tv.dim != r.dim) continue;
         impls.push_back({tv.name, [&tv](const AttentionParams& p) { return tv.launch(p, nullptr); }});
