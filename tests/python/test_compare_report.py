@@ -56,3 +56,20 @@ def test_markdown_report_ratio_na_reasons_and_ladder(tmp_path):
     assert "| n/a [1] | 100.0 | 10.0 | 300.0 | 0.33 (flashcore-sm80 / sdpa-flash) |" in text
     assert "1. flashcore-sm90: the sm90 path is not part of this build" in text
     assert "| 10.0 | 100.0 [10.0x base, 10.00x prev] | n/a | 300.0 (sdpa-flash) [30.0x base, 3.00x prev] |" in text
+
+
+def test_merge_concatenates_rows_and_refuses_mixed_commits():
+    cfg = compare.Config("d128-fp16", B=1, Sq=64, Sk=64)
+    first = dict(device="dev", date="d1", commit="abc", command="compare.py --family a",
+                 rows=[compare.row_for(cfg, "sdpa-flash", ms=1.0)])
+    second = dict(device="dev", date="d2", commit="abc", command="compare.py --family b",
+                  rows=[compare.row_for(cfg, "sdpa-cudnn", ms=2.0)])
+    merged = compare.merge_reports([first, second])
+    assert [r["impl"] for r in merged["rows"]] == ["sdpa-flash", "sdpa-cudnn"]
+    assert merged["date"] == "d2" and merged["command"] == "compare.py --family a ; compare.py --family b"
+    try:
+        compare.merge_reports([first, dict(second, commit="def")])
+    except ValueError as err:
+        assert "commit" in str(err)
+    else:
+        raise AssertionError("reports of different commits were merged")

@@ -571,6 +571,20 @@ def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int
     return results
 
 
+def merge_reports(reports: List[dict]) -> dict:
+    """One report from several (same device and commit, disjoint configurations): rows concatenated
+    in order; the commands joined with " ; "; the date of the last."""
+    merged = dict(reports[0])
+    for key in ("device", "commit"):
+        values = {r.get(key) for r in reports}
+        if len(values) > 1:
+            raise ValueError(f"merge: reports differ in {key}: {sorted(map(str, values))}")
+    merged["date"] = reports[-1].get("date")
+    merged["command"] = " ; ".join(r.get("command", "") for r in reports)
+    merged["rows"] = [row for r in reports for row in r["rows"]]
+    return merged
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small subset instead of the standard suite")
@@ -580,7 +594,21 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--family", action="append", help="only configurations of these families")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
+                        help="no measuring: combine these report.json files (e.g. one per device call, each "
+                             "a subset of families) into one report in --out")
     args = parser.parse_args(argv)
+    if args.merge:
+        report = merge_reports([json.load(open(path)) for path in args.merge])
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        impls = [i for i in ALL_IMPLS if any(r["impl"] == i for r in report["rows"])]
+        write_markdown(report, os.path.join(args.out, "report.md"), impls)
+        plots = write_plots(report, args.out, impls)
+        print(f"compare: merged {len(args.merge)} reports ({len(report['rows'])} rows) into {args.out}"
+              + (", " + ", ".join(map(os.path.basename, plots)) if plots else ""))
+        return 0
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     unknown = [i for i in impls if i not in ALL_IMPLS]
     if unknown:
