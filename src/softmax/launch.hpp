@@ -21,6 +21,7 @@ struct SoftmaxProblem {
   cudaStream_t stream = nullptr;
   int sm_count = 0;  // of the current device
   int64_t max_shared_bytes_per_block = 0;  // of the current device, with the per-kernel opt-in
+  bool programmatic_launch = false;  // the device has programmatic dependent launch (sm_90+)
 };
 
 inline constexpr int kVectorBytes = 16;  // one 128-bit load/store

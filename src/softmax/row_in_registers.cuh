@@ -126,7 +126,7 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
     }
     const auto args = std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
     const Status launched = launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow>,
-                                                  grid, threads, 0, p.stream, args);
+                                                  grid, threads, 0, p.stream, p.programmatic_launch, args);
     if (!launched.ok()) return launched;
     FC_CHECK_LAUNCH(name);
     return Status::Ok();

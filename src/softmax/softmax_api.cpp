@@ -194,7 +194,9 @@ Status make_device_problem(const void* x, void* y, float* lse, int64_t rows, int
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   int max_shared_bytes = 0;
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&max_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  *problem = SoftmaxProblem{x, y, lse, rows, cols, dtype, stream, sm_count, max_shared_bytes};
+  int cc_major = 0;
+  FC_CUDA_RETURN(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  *problem = SoftmaxProblem{x, y, lse, rows, cols, dtype, stream, sm_count, max_shared_bytes, cc_major >= 9};
   return Status::Ok();
 }
 
