@@ -12,14 +12,17 @@ sequence); CUDA events around each call, warm-up, median of >= 30 timed calls, i
 enough buffers that a call does not find its inputs in L2; max error against a reference computed
 once per configuration (fp64 when small, else fp32) on a slice of query rows of the first sequence.
 An implementation that cannot run a row shows "n/a" with the reason (flashcore's supports(), the
-error torch raised, or a stated limit).
+error torch raised, or a stated limit). --rounds N times every implementation N times per row in
+rotating order and keeps the median round (rows then also carry `rounds_ms`): the H200's clock is
+power-limited, so one 30-call window can land on a slow stretch.
 
 Writes DIR/report.json (schema below), DIR/report.md and DIR/tflops.png (one panel per configuration
 family, TFLOPS vs sequence length, one line per implementation).
 
 report.json: {device, date, commit, command, torch, rows: [{impl, pass, dtype, B, Hq, Hkv, Sq, Sk, Dqk,
-Dv, causal, window, ms, tflops, max_err, note, family, varlen}]}; ms/tflops/max_err are null when not
-measured (note then says why).
+Dv, causal, window, ms, tflops, max_err, note, family, varlen[, rounds_ms]}]}; ms/tflops/max_err are
+null when not measured (note then says why). --merge A.json B.json ... combines reports of one commit
+(e.g. one device call per group of families) without measuring.
 
   python3 tools/bench/compare.py --quick --out bench-out
 """
@@ -542,31 +545,51 @@ def call_overhead_us(calls: int = 200) -> Dict[str, float]:
 # Main
 # ------------------------------------------------------------------------------------------------
 
-def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int) -> List[dict]:
+def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int, rounds: int = 1) -> List[dict]:
+    """One row per implementation. With rounds > 1 every implementation is timed `rounds` times,
+    the order rotating between rounds (so no implementation always follows the same one: the GPU's
+    power-limited clock depends on what ran just before), and the row keeps the median round."""
     generator = torch.Generator(device="cuda").manual_seed(seed)
     sets = [make_inputs(cfg, generator) for _ in range(rotation_sets(cfg))]
     rows_idx = reference_rows(cfg)
     ref = reference_output(cfg, sets[0], rows_idx)
-    results = []
+    runners, errors, failures, timings = {}, {}, {}, {impl: [] for impl in impls}
     for impl in impls:
         try:
-            run = make_runner(impl, cfg, sets[0])
-            err = max_error(cfg, run(sets[0]), ref, rows_idx)
-            ms, done = time_calls(run, sets, iters, warmup)
-            note = "" if done >= iters else f"median of {done} calls (one call is slow)"
-            if math.isnan(err):
-                note = (note + "; " if note else "") + "output has non-finite values"
-            results.append(row_for(cfg, impl, ms, err, note))
+            runners[impl] = make_runner(impl, cfg, sets[0])
+            errors[impl] = max_error(cfg, runners[impl](sets[0]), ref, rows_idx)
         except NotAvailable as why:
-            results.append(row_for(cfg, impl, note=str(why)))
+            failures[impl] = str(why)
         except Exception as err:  # a failure of one implementation must not lose the others' rows
-            results.append(row_for(cfg, impl, note="failed: " + _first_line(f"{type(err).__name__}: {err}")))
+            failures[impl] = "failed: " + _first_line(f"{type(err).__name__}: {err}")
         torch.cuda.synchronize()
-        r = results[-1]
-        shown = f"{r['tflops']:8.1f} TFLOPS  err {r['max_err']:.2e}" if r["tflops"] is not None and r["max_err"] is not None \
-            else (f"{r['tflops']:8.1f} TFLOPS" if r["tflops"] is not None else f"n/a: {r['note']}")
+    for r in range(max(1, rounds)):
+        order = [i for i in impls if i in runners]
+        order = order[r % len(order):] + order[:r % len(order)] if order else order
+        for impl in order:
+            try:
+                timings[impl].append(time_calls(runners[impl], sets, iters, warmup))
+            except Exception as err:
+                failures[impl] = "failed: " + _first_line(f"{type(err).__name__}: {err}")
+                del runners[impl]
+            torch.cuda.synchronize()
+    results = []
+    for impl in impls:
+        if impl in failures or not timings[impl]:
+            results.append(row_for(cfg, impl, note=failures.get(impl, "not timed")))
+        else:
+            per_round = sorted(timings[impl])
+            ms, done = per_round[(len(per_round) - 1) // 2]  # the median round (lower middle)
+            note = "" if done >= iters else f"median of {done} calls (one call is slow)"
+            if math.isnan(errors[impl]):
+                note = (note + "; " if note else "") + "output has non-finite values"
+            results.append(row_for(cfg, impl, ms, errors[impl], note))
+            results[-1]["rounds_ms"] = [t for t, _ in timings[impl]]  # every round's median, in order
+        row = results[-1]
+        shown = f"{row['tflops']:8.1f} TFLOPS  err {row['max_err']:.2e}" if row["tflops"] is not None and row["max_err"] is not None \
+            else (f"{row['tflops']:8.1f} TFLOPS" if row["tflops"] is not None else f"n/a: {row['note']}")
         print(f"  {impl:16s} {shown}", flush=True)
-    del sets
+    del sets, runners
     torch.cuda.empty_cache()
     return results
 
@@ -594,6 +617,9 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--family", action="append", help="only configurations of these families")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every implementation this many times per row, in rotating order; "
+                             "the row keeps the median round")
     parser.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
                         help="no measuring: combine these report.json files (e.g. one per device call, each "
                              "a subset of families) into one report in --out")
@@ -633,7 +659,7 @@ def main(argv=None) -> int:
           f"flashcore host time per call, us: {overhead}", flush=True)
     for n, cfg in enumerate(configs):
         print(f"[{n + 1}/{len(configs)}] {cfg.label()}  {cfg.flops() / 1e9:.1f} GFLOP", flush=True)
-        report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n)
+        report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n, args.rounds)
         with open(os.path.join(args.out, "report.json"), "w") as f:  # partial results survive a timeout
             json.dump(report, f, indent=1)
     write_markdown(report, os.path.join(args.out, "report.md"), impls)
