@@ -77,11 +77,10 @@ struct TileConfig<128, 128> {
   static constexpr bool kPadPvN = false;
 };
 
-// d256: the overlap schedule at kBlockN 80 although ptxas spills 68 bytes per consumer thread (88 before
-// the kVarlen split of the kernel; O alone
-// is 128 registers): H200, B*S = 16k, H = 8, S=8k: fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal
-// 532 -> 565 / 544 -> 575 against the spill-free serial schedule in the same run; kBlockN 64
-// (28-byte spill) measured 648 / 678 / 546 / 557.
+// d256: the overlap schedule at kBlockN 80 although ptxas spills 68 bytes per consumer thread (88
+// before the kVarlen split of the kernel; O alone is 128 registers): H200, B*S = 16k, H = 8, S=8k:
+// fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal 532 -> 565 / 544 -> 575 against the spill-free
+// serial schedule in the same run; kBlockN 64 (28-byte spill) measured 648 / 678 / 546 / 557.
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
