@@ -9,12 +9,12 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "common/cuda_check.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
+#include "sm90/head_groups.hpp"
 #include "sm90/kernel_traits.cuh"
 #include "sm90/launch_args.hpp"
 #include "sm90/mainloop.cuh"
@@ -86,20 +86,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
   params.num_tiles = (int)num_tiles;
   if (num_tiles == 0) return Status::Ok();
-  // Heads whose tiles interleave in the scheduler: as many as keep their K/V within kL2GroupBytes
-  // (query heads sharing a KV head under GQA share its bytes).
+  // Heads whose tiles interleave in the scheduler (head_groups.hpp); query heads sharing a KV head
+  // under GQA share its bytes.
   const double kv_bytes_per_query_head =
       (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
-  const double group = kL2GroupBytes / std::max(kv_bytes_per_query_head, 1.0);
   const int grid = (int)std::min<int64_t>(num_tiles, args.sm_count);
-  // Causal / windowed tiles differ in length: the longest-first order inside a group only balances
-  // the snake waves when a group spans at least kMinWavesPerGroup waves. One 16k-token d256 head is
-  // 128 tiles (< 1 wave on 132 SMs), so each wave mixed the longest and the shortest tiles of a head.
-  constexpr int kMinWavesPerGroup = 2;
   const bool uneven_tiles = params.mask.window_left < params.seqlen_k || params.mask.window_right < params.seqlen_k;
-  const double balanced = uneven_tiles ? std::ceil((double)kMinWavesPerGroup * grid / params.num_m_blocks) : 1.0;
-  params.heads_per_group =
-      (int)std::clamp<double>(std::max(group, balanced), 1.0, (double)params.batch * params.heads_q);
+  params.heads_per_group = heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks, grid,
+                                           params.batch * params.heads_q, uneven_tiles);
 
   auto kernel = forward_kernel<Traits>;
   static bool smem_attribute_set = false;  // per instantiation; setting it twice is harmless
