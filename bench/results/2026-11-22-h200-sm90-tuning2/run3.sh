@@ -7,7 +7,7 @@ common="-G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA_ARCHS=90a -DFLASHCO
   cmake --build build/sm -j6 --target flashcore-softmax-bench flashcore_gpu_tests > $OUT/build-sm.log 2>&1 ) &
 ( cmake -S . -B build/a $common -DFLASHCORE_BUILD_SM80=OFF -DFLASHCORE_HEAD_DIMS=64 > $OUT/cfg-a.log 2>&1 &&
   cmake --build build/a -j5 --target flashcore-bench > $OUT/build-a.log 2>&1 ) &
-rm -rf /tmp/c && mkdir -p /tmp/c && cp -r CMakeLists.txt CMakePresets.json cmake include src tests tools python pyproject.toml README.md .deps /tmp/c/ && cp .dev/tc_c.hpp /tmp/c/src/sm90/tile_config.hpp
+rm -rf /tmp/c && mkdir -p /tmp/c && cp -r CMakeLists.txt CMakePresets.json cmake include src tests tools python pyproject.toml README.md .deps /tmp/c/ && (cd /tmp/c && patch -s -p1 < $OLDPWD/bench/results/2026-11-22-h200-sm90-tuning2/d64-3wg.patch)
 ( cd /tmp/c && cmake -S . -B build/c $common -DFLASHCORE_BUILD_SM80=OFF -DFLASHCORE_HEAD_DIMS=64 -DFLASHCORE_GTEST_SOURCE_DIR=/tmp/c/.deps/googletest > $OUT/cfg-c.log 2>&1 &&
   cmake --build build/c -j5 --target flashcore-bench flashcore_gpu_tests > $OUT/build-c.log 2>&1 ) &
 wait

@@ -5,7 +5,7 @@ set -u
 G=-DFLASHCORE_GTEST_SOURCE_DIR=$PWD/.deps/googletest
 common="-G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA_ARCHS=90a -DFLASHCORE_BUILD_PYTHON=OFF -DFLASHCORE_BUILD_SM80=OFF"
 for n in 64 80; do
-  rm -rf /tmp/v$n && mkdir -p /tmp/v$n && cp -r CMakeLists.txt CMakePresets.json cmake include src tests tools python pyproject.toml README.md /tmp/v$n/ && cp .dev/tc_d256_$n.hpp /tmp/v$n/src/sm90/tile_config.hpp
+  rm -rf /tmp/v$n && mkdir -p /tmp/v$n && cp -r CMakeLists.txt CMakePresets.json cmake include src tests tools python pyproject.toml README.md /tmp/v$n/ && (cd /tmp/v$n && patch -s -p1 < $OLDPWD/bench/results/2026-11-22-h200-sm90-tuning2/d256-overlap-n$n.patch)
   ( cd /tmp/v$n && cmake -S . -B b $common -DFLASHCORE_BUILD_TESTS=OFF -DFLASHCORE_HEAD_DIMS=256 > $OUT/cfg-v$n.log 2>&1 && cmake --build b -j4 --target flashcore-bench > $OUT/build-v$n.log 2>&1 ) &
 done
 cmake -S . -B build/m $common $G > $OUT/cfg-m.log 2>&1 && cmake --build build/m -j8 --target flashcore-bench flashcore_gpu_tests > $OUT/build-m.log 2>&1 || tail -20 $OUT/build-m.log

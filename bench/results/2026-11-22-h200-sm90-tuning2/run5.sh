@@ -4,7 +4,7 @@ set -u
 common="-G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA_ARCHS=90a -DFLASHCORE_BUILD_PYTHON=OFF -DFLASHCORE_BUILD_SM80=OFF -DFLASHCORE_BUILD_TESTS=OFF -DFLASHCORE_HEAD_DIMS=128"
 for v in cur 64 80; do
   rm -rf /tmp/v$v && mkdir -p /tmp/v$v && cp -r CMakeLists.txt CMakePresets.json cmake include src tests tools python pyproject.toml README.md /tmp/v$v/
-  [ $v != cur ] && cp .dev/tc_d128_3wg_$v.hpp /tmp/v$v/src/sm90/tile_config.hpp
+  [ $v != cur ] && (cd /tmp/v$v && patch -s -p1 < $OLDPWD/bench/results/2026-11-22-h200-sm90-tuning2/d128-3wg-n$v.patch)
   ( cd /tmp/v$v && cmake -S . -B b $common > $OUT/cfg-$v.log 2>&1 && cmake --build b -j5 --target flashcore-bench > $OUT/build-$v.log 2>&1 || tail -5 $OUT/build-$v.log ) &
 done
 wait
