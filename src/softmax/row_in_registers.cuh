@@ -52,6 +52,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
 #pragma unroll
       for (int i = 0; i < kVec; ++i) row_max = max_nan(row_max, values[k][i]);
     }
+    // Both branches leave values[k][i] = exp(x - m) for some m, the row's statistics, and the factor
+    // the write pass multiplies by to turn values into probabilities.
+    RowStats stats;
+    float factor;
     if constexpr (!kBlockPerRow) {
       // A warp's row: one reduction instead of two. Each lane first exponentiates against its OWN
       // max, the warp merges (max, sum) pairs (merge_stats rescales each sum to the row max), and
@@ -69,19 +73,9 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
           lane_sum += values[k][i];
         }
       }
-      const RowStats stats = warp_allreduce(RowStats{lane_max, lane_sum}, MergeOp{});
+      stats = warp_allreduce(RowStats{lane_max, lane_sum}, MergeOp{});
       // An all -inf row: 0 * (1 / 0) = NaN, as torch gives; a NaN row max makes the factor NaN.
-      const float factor = exp_term(lane_max, stats.max) * (1.0f / stats.sum);
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int col = (k * group_threads + rank) * kVec;
-        if (col < cols) {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) values[k][i] *= factor;
-          store_pack<T, kVec>(y_row + col, values[k]);
-        }
-      }
-      if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(stats.max, stats.sum);
+      factor = exp_term(lane_max, stats.max) * (1.0f / stats.sum);
     } else {
       row_max = block_allreduce(row_max, MaxOp{}, scratch);
 
@@ -98,19 +92,20 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
         }
       }
       row_sum = block_allreduce(row_sum, SumOp{}, scratch);
-
-      const float inv_row_sum = 1.0f / row_sum;
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int col = (k * group_threads + rank) * kVec;
-        if (col < cols) {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) values[k][i] *= inv_row_sum;
-          store_pack<T, kVec>(y_row + col, values[k]);
-        }
-      }
-      if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(row_max, row_sum);
+      stats = {row_max, row_sum};
+      factor = 1.0f / row_sum;
     }
+
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int col = (k * group_threads + rank) * kVec;
+      if (col < cols) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) values[k][i] *= factor;
+        store_pack<T, kVec>(y_row + col, values[k]);
+      }
+    }
+    if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(stats.max, stats.sum);
   }
 }
 
