@@ -38,6 +38,7 @@ using flashcore::SoftmaxVariant;
 
 struct Shape {
   int64_t rows, cols;
+  std::string name() const { return std::to_string(rows) + "x" + std::to_string(cols); }
 };
 
 // The brief's three shapes plus few very long rows (where kMultiBlock matters).
@@ -154,6 +155,7 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
     BENCH_CHECK(cudaMalloc(reinterpret_cast<void**>(&lses[size_t(s)]), size_t(shape.rows) * sizeof(float)));
     BENCH_CHECK(cudaMemcpy(xs[size_t(s)], host.data(), tensor_bytes, cudaMemcpyHostToDevice));
   }
+  const std::string shape_name = shape.name();
   // The same bytes moved by a device-to-device copy (x -> y per input set, one graph): what any
   // kernel of this size can reach, launch ramp-up and tail included (the 1 GiB copy rate hides them).
   double same_size_copy_gbs = 0.0;
@@ -170,11 +172,9 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     same_size_copy_gbs = 2.0 * double(tensor_bytes) / (median(ms) * 1e-3 / sets) / 1e9;
-    std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n",
-                (std::to_string(shape.rows) + "x" + std::to_string(shape.cols)).c_str(), flashcore::dtype_name(dtype),
+    std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n", shape_name.c_str(), flashcore::dtype_name(dtype),
                 "(same-size D2D copy)", median(ms) * 1e3 / sets, same_size_copy_gbs, 100.0 * same_size_copy_gbs / copy_gbs);
   }
-  const std::string shape_name = std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
   for (SoftmaxVariant variant : kVariants) {
     if (!variant_filter.empty() && !listed(variant_filter, flashcore::softmax_variant_name(variant))) continue;
     Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, 0, false, ""};
@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs, runs);
   std::vector<Result> results;
   for (const Shape& shape : kShapes) {
-    if (!shape_filter.empty() && !listed(shape_filter, std::to_string(shape.rows) + "x" + std::to_string(shape.cols))) continue;
+    if (!shape_filter.empty() && !listed(shape_filter, shape.name())) continue;
     for (DType dtype : dtypes) bench_shape(shape, dtype, variant_filter, runs, copy_gbs, size_t(prop.l2CacheSize), stream, results);
   }
   if (!json_path.empty()) {
