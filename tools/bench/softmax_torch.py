@@ -12,9 +12,10 @@ GB/s of every ladder step, % of copy bandwidth, and torch time / our time.
 import argparse
 import json
 import math
-import statistics
 
 import torch
+
+from ceilings import median_ms  # same directory: CUDA events per call, median
 
 SHAPES = [(1024, 1024), (4096, 4096), (8192, 32000), (16, 1 << 20)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -22,27 +23,11 @@ WARMUP = 3
 L2_MULTIPLE = 3.0
 
 
-def time_ms(fn, runs):
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
 def copy_gbs(runs):
     n = 1 << 30
     src = torch.ones(n, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = time_ms(lambda: dst.copy_(src), runs)
+    ms = median_ms(lambda: dst.copy_(src), iters=runs, warmup=WARMUP)
     return 2 * n / (ms * 1e-3) / 1e9
 
 
@@ -61,7 +46,7 @@ def bench_torch(rows, cols, dtype, runs, l2_bytes):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         ys = [torch.softmax(x, dim=-1) for x in xs]
-    ms = time_ms(graph.replay, runs)
+    ms = median_ms(graph.replay, iters=runs, warmup=WARMUP)
     ok = bool(torch.allclose(ys[0].float().sum(-1), torch.ones(rows, device="cuda"), atol=2e-2))
     seconds = ms * 1e-3 / sets
     del xs, ys, graph
