@@ -5,7 +5,6 @@
 #pragma once
 
 #include <string>
-#include <tuple>
 #include <type_traits>
 
 #include "softmax/softmax_common.cuh"
@@ -119,12 +118,9 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
     if (vecs_per_thread > kVecsPerThread) {
       return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name);
     }
-    const auto args = std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
-    const Status launched = launch_softmax_kernel(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow>,
-                                                  grid, threads, 0, p.stream, p.programmatic_launch, args);
-    if (!launched.ok()) return launched;
-    FC_CHECK_LAUNCH(name);
-    return Status::Ok();
+    return launch_softmax_kernel(name, row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow>, grid, threads,
+                                 0, p.stream, p.programmatic_launch, static_cast<const T*>(p.x), static_cast<T*>(p.y),
+                                 p.lse, p.rows, int(p.cols));
   }
 }
 

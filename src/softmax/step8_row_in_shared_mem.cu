@@ -77,12 +77,9 @@ Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
   // Residency is the point of this step: ask for the largest shared-memory carve-out so the driver
   // does not size the SM's L1/shared split for fewer blocks (x is streamed; L1 has nothing to keep).
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  const Status launched = launch_softmax_kernel(
-      kernel, grid_for(p.rows), kThreads, size_t(shared_bytes), p.stream, p.programmatic_launch,
-      std::make_tuple(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols)));
-  if (!launched.ok()) return launched;
-  FC_CHECK_LAUNCH("row_in_shared_mem_kernel");
-  return Status::Ok();
+  return launch_softmax_kernel("row_in_shared_mem_kernel", kernel, grid_for(p.rows), kThreads, size_t(shared_bytes),
+                               p.stream, p.programmatic_launch, static_cast<const T*>(p.x), static_cast<T*>(p.y),
+                               p.lse, p.rows, int(p.cols));
 }
 
 }  // namespace
