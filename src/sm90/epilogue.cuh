@@ -76,9 +76,6 @@ struct EpilogueDirect {
 #pragma unroll
       for (int i = 2 * r; i < Traits::kAccO; i += 4) {  // acc pairs (i, i+1) of local row r
         const int col = acc_col(i, quad_lane);
-        if constexpr (Traits::kDvGemm != Traits::kDv) {
-          if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns
-        }
         *reinterpret_cast<uint32_t*>(o_row + col) =
             ElementTraits<Element>::pack(o[i] * inv_sum[r], o[i + 1] * inv_sum[r]);
       }
@@ -121,9 +118,6 @@ struct EpilogueTma {
       const int r = acc_row(i);
       const int row = local_row0 + 8 * r;
       const int col = acc_col(i, quad_lane);
-      if constexpr (Traits::kDvGemm != Traits::kDv) {
-        if (col >= Traits::kDv) continue;  // kPadPvN: the padding columns
-      }
       // [Dv/64][64 rows][64 cols] with the 128-byte swizzle: 16-byte chunk c of row `row` sits at
       // chunk c ^ (row % 8), matching the tensor map's CU_TENSOR_MAP_SWIZZLE_128B.
       const uint32_t offset = (col / 64) * (64 * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;

@@ -61,17 +61,14 @@ struct KernelTraits {
   static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
   static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
 
-  // N of O += P V: Dv, or Dv rounded up to 64 when the tile config asks (kPadPvN; the zero columns
-  // are computed and never stored).
-  static constexpr int kDvGemm = Config::kPadPvN ? kDvPad : kDv;
   // Per consumer thread: S and O accumulators (m64nN gives N/2 floats), P as packed 16-bit pairs.
   static constexpr int kAccS = kBlockN / 2;
-  static constexpr int kAccO = kDvGemm / 2;
+  static constexpr int kAccO = kDv / 2;
   static constexpr int kRegsP = kBlockN / 4;
 
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
-  static_assert(kDvGemm <= 256, "O = P V is one wgmma of N = Dv");
+  static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
   static_assert(Config::kProducerRegs * 128 + Config::kConsumerRegs * 128 * kConsumerWarpgroups <= 65536,
                 "register split exceeds the register file");

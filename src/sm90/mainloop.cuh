@@ -187,7 +187,7 @@ struct Consumer {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t desc_v = ptx::make_smem_desc(v_addr + kk * 16 * kRowBytes, kBlockN * kRowBytes, 1024);
-      ptx::WgmmaRS<Traits::kDvGemm, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
+      ptx::WgmmaRS<Traits::kDv, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
     }
   }
   // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).

@@ -22,8 +22,6 @@ namespace flashcore::sm90 {
 // otherwise each thread stores its fragment directly.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
-// kPadPvN: O += P V runs with N = Dv rounded up to 64 (the zero-filled V columns), instead of N = Dv;
-// only meaningful when Dv is not a multiple of 64.
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -59,7 +57,6 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerRegs = 160;
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
-  static constexpr bool kPadPvN = false;
 };
 
 template <>
@@ -74,7 +71,6 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
-  static constexpr bool kPadPvN = false;
 };
 
 // d256: the overlap schedule at kBlockN 80 although ptxas spills 68 bytes per consumer thread (88
@@ -93,7 +89,6 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
-  static constexpr bool kPadPvN = false;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
@@ -102,19 +97,7 @@ struct TileConfig<256, 256> {
 //   d96: Q/K/V tiles are 128 columns wide in shared memory (96 + 32 zero columns), so shared memory
 //   is d128's; S = Q K^T runs 6 k-steps, O += P V is one m64n96 wgmma (O: 48 fp32 per thread).
 template <>
-struct TileConfig<96, 96> {
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 128;
-  static constexpr int kStages = 2;
-  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
-  static constexpr int kAltBlockN = 176;
-  static constexpr int kAltStages = 2;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
-  static constexpr bool kAlwaysRescaleO = false;
-  static constexpr bool kEpilogueTma = true;
-  static constexpr bool kPadPvN = false;
-};
+struct TileConfig<96, 96> : TileConfig<128, 128> {};
 
 //   192/128: Q 48 KiB + 2 stages x (K 48 + V 32 KiB) = 208 KiB leaves no room for the 32 KiB O
 //   staging tiles: direct-store epilogue. Consumer fragments are d128's (O 64 + S 64 + P 32).
@@ -130,7 +113,6 @@ struct TileConfig<192, 128> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = false;
-  static constexpr bool kPadPvN = false;
 };
 
 // The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
