@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "sm80/launch_fwd.hpp"
 #include "sm80/tile_config.hpp"
@@ -18,12 +19,7 @@ namespace {
 
 using LaunchFn = Status (*)(const AttentionParams&, cudaStream_t);
 
-struct Instantiation {
-  int head_dim_qk;
-  int head_dim_v;
-  DType dtype;
-  LaunchFn launch;
-};
+using Instantiation = BuiltKernel<LaunchFn>;
 
 #define FC_SM80_FP16(QK, V) {QK, V, DType::kFloat16, &sm80::launch_fwd<QK, V, __half>},
 #define FC_SM80_BF16(QK, V) {QK, V, DType::kBFloat16, &sm80::launch_fwd<QK, V, __nv_bfloat16>},
@@ -111,25 +107,6 @@ constexpr Instantiation kInstantiations[] = {
 #undef FC_SM80_BF16
 #undef FC_SM80_FP32
 
-const Instantiation* find_instantiation(const AttentionParams& p) {
-  for (const Instantiation& inst : kInstantiations) {
-    if (inst.launch != nullptr && inst.head_dim_qk == p.head_dim_qk && inst.head_dim_v == p.head_dim_v &&
-        inst.dtype == p.dtype) {
-      return &inst;
-    }
-  }
-  return nullptr;
-}
-
-std::string built_list() {
-  std::string out;
-  for (const Instantiation& inst : kInstantiations) {
-    if (inst.launch == nullptr) continue;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(inst.head_dim_qk) + "/" + std::to_string(inst.head_dim_v) + " " + dtype_name(inst.dtype);
-  }
-  return out.empty() ? "none" : out;
-}
 
 // Whether this build holds machine code that runs on compute capability major.minor: SASS for
 // sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.)
@@ -160,9 +137,10 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
   }
-  if (find_instantiation(p) == nullptr) {
+  if (find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
-           dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " + built_list() + ")";
+           dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " +
+           built_kernels_list(kInstantiations) + ")";
   }
   const int smem = sm80::smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype));
   if (size_t(smem) > d.max_smem_per_block_optin) {
@@ -195,7 +173,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
 }
 
 Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
-  const Instantiation* inst = find_instantiation(p);
+  const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
   return inst->launch(p, stream);
 }

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
@@ -46,11 +47,7 @@ Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
 }
 
 // ---- What this build holds ---------------------------------------------------------------------
-struct BuiltUnit {
-  int dqk, dv;
-  DType dtype;
-  Status (*launch)(const LaunchArgs&, cudaStream_t);
-};
+using BuiltUnit = detail::BuiltKernel<Status (*)(const LaunchArgs&, cudaStream_t)>;
 
 constexpr BuiltUnit kBuiltUnits[] = {
 #if FLASHCORE_HAS_SM90_D64_64_FP16
@@ -86,22 +83,6 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-const BuiltUnit* find_unit(int dqk, int dv, DType dtype) {
-  for (const BuiltUnit& u : kBuiltUnits) {
-    if (u.launch != nullptr && u.dqk == dqk && u.dv == dv && u.dtype == dtype) return &u;
-  }
-  return nullptr;
-}
-
-std::string built_units_list() {
-  std::string out;
-  for (const BuiltUnit& u : kBuiltUnits) {
-    if (u.launch == nullptr) continue;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(u.dqk) + "/" + std::to_string(u.dv) + " " + dtype_name(u.dtype);
-  }
-  return out.empty() ? "none" : out;
-}
 
 // Shared memory the (Dqk, Dv) configuration asks for (mirrors KernelTraits::kSmemBytes closely
 // enough for the capability check; the launch itself uses the exact figure). Head dims occupy the
@@ -158,9 +139,10 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
   }
   if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
-  if (find_unit(p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+  if (detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     return "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v) + " with " +
-           dtype_name(p.dtype) + " are not built for the sm90 path (built: " + built_units_list() + ")";
+           dtype_name(p.dtype) + " are not built for the sm90 path (built: " +
+           detail::built_kernels_list(kBuiltUnits) + ")";
   }
   const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
   if (d.max_smem_per_block_optin < smem) {
@@ -212,7 +194,7 @@ int always_rescale_override() {
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
-  const BuiltUnit* unit = find_unit(p.head_dim_qk, p.head_dim_v, p.dtype);
+  const BuiltUnit* unit = detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
 
   LaunchArgs a;
