@@ -80,6 +80,28 @@ std::vector<double> time_runs(cudaStream_t stream, int runs, Fn&& enqueue) {
   return ms;
 }
 
+// Median seconds of one call: a CUDA graph holds call(s) for every input set s (so each call reads
+// its inputs from DRAM and no host launch overhead is timed), replayed `runs` times.
+template <typename Call>
+double seconds_per_call(cudaStream_t stream, int runs, int sets, Call&& call) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  flashcore::Status captured = flashcore::Status::Ok();
+  for (int s = 0; s < sets && captured.ok(); ++s) captured = call(s);
+  BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (!captured.ok()) {
+    std::fprintf(stderr, "capture failed: %s\n", captured.message.c_str());
+    std::exit(1);
+  }
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const std::vector<double> ms = time_runs(stream, runs, [&] { BENCH_CHECK(cudaGraphLaunch(exec, stream)); });
+  BENCH_CHECK(cudaStreamSynchronize(stream));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return median(ms) * 1e-3 / sets;
+}
+
 // Device-to-device copy bandwidth (bytes read + written), the ceiling for a streaming kernel.
 double copy_bandwidth_gbs(cudaStream_t stream, int runs) {
   const size_t bytes = size_t(1) << 30;
@@ -158,23 +180,13 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
   const std::string shape_name = shape.name();
   // The same bytes moved by a device-to-device copy (x -> y per input set, one graph): what any
   // kernel of this size can reach, launch ramp-up and tail included (the 1 GiB copy rate hides them).
-  double same_size_copy_gbs = 0.0;
-  {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-    for (int s = 0; s < sets; ++s) {
-      BENCH_CHECK(cudaMemcpyAsync(ys[size_t(s)], xs[size_t(s)], tensor_bytes, cudaMemcpyDeviceToDevice, stream));
-    }
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    const std::vector<double> ms = time_runs(stream, runs, [&] { BENCH_CHECK(cudaGraphLaunch(exec, stream)); });
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    same_size_copy_gbs = 2.0 * double(tensor_bytes) / (median(ms) * 1e-3 / sets) / 1e9;
-    std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n", shape_name.c_str(), flashcore::dtype_name(dtype),
-                "(same-size D2D copy)", median(ms) * 1e3 / sets, same_size_copy_gbs, 100.0 * same_size_copy_gbs / copy_gbs);
-  }
+  const double copy_seconds = seconds_per_call(stream, runs, sets, [&](int s) {
+    BENCH_CHECK(cudaMemcpyAsync(ys[size_t(s)], xs[size_t(s)], tensor_bytes, cudaMemcpyDeviceToDevice, stream));
+    return flashcore::Status::Ok();
+  });
+  const double same_size_copy_gbs = 2.0 * double(tensor_bytes) / copy_seconds / 1e9;
+  std::printf("%-12s %-8s %-22s %10.2f us %8.1f GB/s %5.1f%% of copy\n", shape_name.c_str(), flashcore::dtype_name(dtype),
+              "(same-size D2D copy)", copy_seconds * 1e6, same_size_copy_gbs, 100.0 * same_size_copy_gbs / copy_gbs);
   for (SoftmaxVariant variant : kVariants) {
     if (!variant_filter.empty() && !listed(variant_filter, flashcore::softmax_variant_name(variant))) continue;
     Result r{shape_name, flashcore::dtype_name(dtype), flashcore::softmax_variant_name(variant), "", 0, 0, 0, 0, false, ""};
@@ -188,28 +200,12 @@ void bench_shape(const Shape& shape, DType dtype, const std::string& variant_fil
       std::printf("%-12s %-8s %-22s n/a (%s)\n", r.shape.c_str(), r.dtype.c_str(), r.variant.c_str(), can_run.message.c_str());
       continue;
     }
-    // One graph: a call per input set.
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-    flashcore::Status captured = flashcore::Status::Ok();
-    for (int s = 0; s < sets && captured.ok(); ++s) {
-      captured = flashcore::softmax_forward(xs[size_t(s)], ys[size_t(s)], lses[size_t(s)], shape.rows, shape.cols,
-                                            dtype, variant, stream);
-    }
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    if (!captured.ok()) {
-      std::fprintf(stderr, "capture failed: %s\n", captured.message.c_str());
-      std::exit(1);
-    }
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    const std::vector<double> ms = time_runs(stream, runs, [&] { BENCH_CHECK(cudaGraphLaunch(exec, stream)); });
-    BENCH_CHECK(cudaStreamSynchronize(stream));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    const double seconds_per_call = median(ms) * 1e-3 / sets;
-    r.us = seconds_per_call * 1e6;
-    r.gbs = double(set_bytes) / seconds_per_call / 1e9;
+    const double seconds = seconds_per_call(stream, runs, sets, [&](int s) {
+      return flashcore::softmax_forward(xs[size_t(s)], ys[size_t(s)], lses[size_t(s)], shape.rows, shape.cols, dtype,
+                                        variant, stream);
+    });
+    r.us = seconds * 1e6;
+    r.gbs = double(set_bytes) / seconds / 1e9;
     r.copy_fraction = r.gbs / copy_gbs;
     r.same_size_copy_gbs = same_size_copy_gbs;
     r.rows_sum_to_one = first_rows_sum_to_one(ys[0], shape.rows, shape.cols, dtype);
