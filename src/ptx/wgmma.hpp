@@ -31,6 +31,10 @@ FC_DEVICE uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32
 // adding the encoded offset is exact as long as the start stays inside the 256 KiB window.
 FC_DEVICE uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
 
+// Hides a value's origin from the optimizer: values derived from it after this point are computed
+// where they are used, not hoisted out of loops (where they would hold registers for the loop).
+FC_DEVICE void opaque(uint64_t& value) { asm volatile("" : "+l"(value)); }
+
 // ---- Ordering -------------------------------------------------------------------------------------
 // Orders this warpgroup's earlier register accesses (accumulators, A fragments) before the next
 // wgmma reads them. Needed before the first wgmma and after any non-wgmma access to those registers.

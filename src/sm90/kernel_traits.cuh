@@ -82,6 +82,9 @@ struct KernelTraits {
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t v_tail;  // kVarlen producer only: a V block whose rows past the sequence get zeroed landed
+    // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
+    // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).
+    float2 wait_order_sink[kConsumerWarps];
   };
   // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
   // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).

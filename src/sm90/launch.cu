@@ -14,6 +14,7 @@
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
+#include "sm90/kernel_traits.cuh"
 #include "sm90/launch_args.hpp"
 
 namespace flashcore {
@@ -84,16 +85,12 @@ constexpr BuiltUnit kBuiltUnits[] = {
 };
 
 
-// Shared memory the (Dqk, Dv) configuration asks for (mirrors KernelTraits::kSmemBytes closely
-// enough for the capability check; the launch itself uses the exact figure). Head dims occupy the
-// next multiple of 64 columns in shared memory (kernel_traits.cuh).
+// Shared memory the (Dqk, Dv) configuration's dense kernel asks for (the kVarlen one has the same
+// layout).
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
-  const size_t dqk = (kDqk + 63) / 64 * 64, dv = (kDv + 63) / 64 * 64;
-  const size_t block_m = 64 * C::kConsumerWarpgroups;
-  const size_t o_staging = C::kEpilogueTma ? 2 * block_m * dv : 0;
-  return 1024 + 2 * (block_m * dqk + C::kStages * C::kBlockN * (dqk + dv)) + o_staging + 1024;
+  return KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes;
 }
 size_t smem_needed(int dqk, int dv) {
   if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();

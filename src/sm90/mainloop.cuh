@@ -169,25 +169,29 @@ struct Consumer {
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = K block (both K-major, 128B swizzle).
   __device__ void issue_qk(float* s, const uint16_t* k_tile) const {
-    const uint32_t q_addr = ptx::smem_addr(smem.q) + warpgroup * 64 * kRowBytes;
-    const uint32_t k_addr = ptx::smem_addr(k_tile);
+    // Base descriptors made opaque per call, so the compiler derives each k-step's descriptor with
+    // an add just before its wgmma instead of hoisting all of them out of the KV loop (registers).
+    uint64_t desc_q = ptx::make_smem_desc(ptx::smem_addr(smem.q) + warpgroup * 64 * kRowBytes, 16, 1024);
+    uint64_t desc_k = ptx::make_smem_desc(ptx::smem_addr(k_tile), 16, 1024);
+    ptx::opaque(desc_q);
+    ptx::opaque(desc_k);
 #pragma unroll
     for (int kk = 0; kk < Traits::kDqk / 16; ++kk) {
       // k-step kk: 64-column chunk kk/4 (a whole [rows][64] slab further), 32 bytes per k16 inside it.
       const uint32_t chunk = kk / 4, within = (kk % 4) * 32;
-      const uint64_t desc_q = ptx::make_smem_desc(q_addr + chunk * kBlockM * kRowBytes + within, 16, 1024);
-      const uint64_t desc_k = ptx::make_smem_desc(k_addr + chunk * kBlockN * kRowBytes + within, 16, 1024);
-      ptx::WgmmaSS<kBlockN, Traits::kWgmmaType>::run(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+      ptx::WgmmaSS<kBlockN, Traits::kWgmmaType>::run(s, ptx::desc_advance(desc_q, chunk * kBlockM * kRowBytes + within),
+                                                     ptx::desc_advance(desc_k, chunk * kBlockN * kRowBytes + within),
+                                                     kk > 0 ? 1 : 0);
     }
   }
   // O += P V: A = P from registers, B = V block read MN-major (trans-b): 16 keys = 2048 bytes per
   // k-step; LBO = distance between 64-column chunks of Dv.
   __device__ void issue_pv(float* o, const uint32_t* p, const uint16_t* v_tile) const {
-    const uint32_t v_addr = ptx::smem_addr(v_tile);
+    uint64_t desc_v = ptx::make_smem_desc(ptx::smem_addr(v_tile), kBlockN * kRowBytes, 1024);
+    ptx::opaque(desc_v);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t desc_v = ptx::make_smem_desc(v_addr + kk * 16 * kRowBytes, kBlockN * kRowBytes, 1024);
-      ptx::WgmmaRS<Traits::kDv, Traits::kWgmmaType>::run(o, p + 4 * kk, desc_v, 1);
+      ptx::WgmmaRS<Traits::kDv, Traits::kWgmmaType>::run(o, p + 4 * kk, ptx::desc_advance(desc_v, kk * 16 * kRowBytes), 1);
     }
   }
   // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).
@@ -201,6 +205,20 @@ struct Consumer {
   // is complete, so lane 0 may speak for its warp.
   __device__ void release(uint64_t* bar) const {
     if (lane == 0) ptx::mbarrier_arrive(bar);
+  }
+
+  // ---- Keeping the softmax under O += P V -----------------------------------------------------
+  // ptxas schedules wgmma.wait_group like any instruction without operands: in the overlap schedule
+  // it moved the wait for P V above the whole softmax of the next S (seen in the SASS), so the
+  // softmax ran after P V instead of under it. It does not move the wait above a shared-memory
+  // store, so lane 0 of each warp stores the softmax's last results (the row sums, which depend on
+  // every exponential) to its own never-read slot right before the wait. (A wait predicated on those
+  // values would order it too, but then ptxas serializes every wgmma.)
+  __device__ void pin_before_wait(float last0, float last1) {
+    if (lane == 0) {
+      const uint32_t slot = ptx::smem_addr(&smem.wait_order_sink[warpgroup * 4 + warp]);
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot), "f"(last0), "f"(last1) : "memory");
+    }
   }
 
   // ---- Ping-pong between the two consumer warpgroups ------------------------------------------
@@ -315,6 +333,7 @@ struct Consumer {
           if (it == num_blocks - 1) release(&smem.q_empty);
           prepare_scores(s, Scheduler::mask(params, tile), n, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
+          pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
           // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
           ptx::wgmma_wait<0>();
           ptx::fence_registers<kAccO>(o);
