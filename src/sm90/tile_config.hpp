@@ -38,7 +38,8 @@ struct TileConfig;  // only the listed pairs are built; launch.cu's supports() n
 
 // Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): every head
 // dim runs fastest with the overlap schedule; d128 at kBlockN 128 with ping-pong, d64 with three
-// consumer warpgroups, d256 at kBlockN 80 despite a small spill.
+// consumer warpgroups, d256 at kBlockN 80 (spill-free since the k-step descriptors are derived per
+// call, mainloop.cuh).
 // d64: three consumer warpgroups (kBlockM = 192) with kBlockN = 96 and the overlap schedule (no
 // ping-pong: that pairs exactly two warpgroups). At d64 the softmax costs about as much issue time as
 // both GEMMs, so a third warpgroup and the intra-warpgroup overlap keep the tensor cores fed; 160
@@ -73,10 +74,11 @@ struct TileConfig<128, 128> {
   static constexpr bool kEpilogueTma = true;
 };
 
-// d256: the overlap schedule at kBlockN 80 although ptxas spills 68 bytes per consumer thread (88
-// before the kVarlen split of the kernel; O alone is 128 registers): H200, B*S = 16k, H = 8, S=8k:
-// fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal 532 -> 565 / 544 -> 575 against the spill-free
-// serial schedule in the same run; kBlockN 64 (28-byte spill) measured 648 / 678 / 546 / 557.
+// d256: the overlap schedule at kBlockN 80 (O alone is 128 registers; ptxas spilled 68-88 bytes
+// until the k-step descriptors stopped being hoisted out of the KV loop, now 0): H200, B*S = 16k,
+// H = 8, S=8k: fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal 532 -> 565 / 544 -> 575 against the
+// spill-free serial schedule in the same run (then with the spill); kBlockN 64 measured 648 / 678 /
+// 546 / 557. With the softmax pinned under P V and no spill (session 3): fp16 710-751, causal 621.
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
