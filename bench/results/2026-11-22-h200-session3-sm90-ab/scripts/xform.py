@@ -109,6 +109,8 @@ for v in sys.argv[2:]:
 #pragma unroll
       for (int i = 0; i < Traits::kDqk / 4; ++i) qfrag[i] = reinterpret_cast<const uint32_t*>(smem.q)[(warpgroup * 128 + warp * 32 + lane) + 256 * i];
 ''')
+    elif re.fullmatch(r'poly\d', v):
+        edit('src/sm90/softmax.cuh', 'inline constexpr int kExp2FmaEighths = 0;', f'inline constexpr int kExp2FmaEighths = {v[4]};')
     elif v == 'base':
         pass
     else:
