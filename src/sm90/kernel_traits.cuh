@@ -66,6 +66,9 @@ struct KernelTraits {
   static constexpr int kAccO = kDv / 2;
   static constexpr int kRegsP = kBlockN / 4;
 
+  // Built and tested with two (ping-pong) and three consumer warpgroups; a four-warpgroup d64 build
+  // hung on the H200 (session 3 experiment, not investigated).
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumer warpgroups");
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
   static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");

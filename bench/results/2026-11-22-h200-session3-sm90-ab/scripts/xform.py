@@ -111,6 +111,30 @@ for v in sys.argv[2:]:
 ''')
     elif re.fullmatch(r'poly\d', v):
         edit('src/sm90/softmax.cuh', 'inline constexpr int kExp2FmaEighths = 0;', f'inline constexpr int kExp2FmaEighths = {v[4]};')
+    elif re.fullmatch(r'wg3n\d+s\d', v):
+        # d128 with three consumer warpgroups (kBlockM 192, no ping-pong), kBlockN n, s stages
+        n, st = v[4:].split('s')
+        p = f"{root}/src/sm90/tile_config.hpp"; t = open(p).read()
+        i = t.index('struct TileConfig<128, 128> {'); j = t.index('};', i)
+        body = t[i:j]
+        for a, b in [('kConsumerWarpgroups = 2;', 'kConsumerWarpgroups = 3;'), ('kBlockN = 128;', f'kBlockN = {n};'),
+                     ('kStages = 2;', f'kStages = {st};'), ('kAltBlockN = 176;', 'kAltBlockN = 0;'),
+                     ('kConsumerRegs = 240;', 'kConsumerRegs = 160;')]:
+            assert a in body, a
+            body = body.replace(a, b)
+        open(p, 'w').write(t[:i] + body + t[j:])
+    elif re.fullmatch(r'd64wg\dn\d+s\dr\d+', v):
+        # d64 with w consumer warpgroups, kBlockN n, s stages, r consumer registers
+        m = re.fullmatch(r'd64wg(\d)n(\d+)s(\d)r(\d+)', v); w, n, st, r = m.groups()
+        p = f"{root}/src/sm90/tile_config.hpp"; t = open(p).read()
+        i = t.index('struct TileConfig<64, 64> {'); j = t.index('};', i)
+        body = t[i:j]
+        for a, b in [('kConsumerWarpgroups = 3;', f'kConsumerWarpgroups = {w};'), ('kBlockN = 96;', f'kBlockN = {n};'),
+                     ('kStages = 3;', f'kStages = {st};'), ('kAltBlockN = 128;', 'kAltBlockN = 0;'),
+                     ('kConsumerRegs = 160;', f'kConsumerRegs = {r};')]:
+            assert a in body, a
+            body = body.replace(a, b)
+        open(p, 'w').write(t[:i] + body + t[j:])
     elif v == 'base':
         pass
     else:
