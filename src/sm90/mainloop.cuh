@@ -215,10 +215,7 @@ struct Consumer {
   // every exponential) to its own never-read slot right before the wait. (A wait predicated on those
   // values would order it too, but then ptxas serializes every wgmma.)
   __device__ void pin_before_wait(float last0, float last1) {
-    if (lane == 0) {
-      const uint32_t slot = ptx::smem_addr(&smem.wait_order_sink[warpgroup * 4 + warp]);
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot), "f"(last0), "f"(last1) : "memory");
-    }
+    if (lane == 0) ptx::st_shared_f32x2(ptx::smem_addr(&smem.wait_order_sink[warpgroup * 4 + warp]), last0, last1);
   }
 
   // ---- Ping-pong between the two consumer warpgroups ------------------------------------------
