@@ -36,6 +36,17 @@ struct VisibilityMask {
   }
   FC_HOST_DEVICE bool visible(int i, int j) const { return j >= first_key(i) && j <= last_key(i); }
 
+  // The same rule as a band of diagonals: key j is visible to query i exactly when
+  //   min_diagonal() <= j - i <= max_diagonal()  and  0 <= j < seqlen_k.
+  // j - i of real positions fits in an int, so kernels can test it per element with two 32-bit
+  // compares against two per-sequence numbers instead of keeping per-row bounds. Clamping to the
+  // int range keeps the test exact (a bound beyond it is beyond every j - i).
+  FC_HOST_DEVICE int min_diagonal() const { return clamp_to_int((long long)diag_offset - window_left); }
+  FC_HOST_DEVICE int max_diagonal() const { return clamp_to_int((long long)diag_offset + window_right); }
+  static FC_HOST_DEVICE int clamp_to_int(long long v) {
+    return v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : (int)v;
+  }
+
   // True when every (i, j) with i in [i0, i1], j in [j0, j1] (j1 < seqlen_k) is visible, so the
   // tile needs no per-element masking.
   FC_HOST_DEVICE bool tile_fully_visible(int i0, int i1, int j0, int j1) const {

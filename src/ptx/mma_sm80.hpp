@@ -38,6 +38,16 @@ FC_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem_ptr, bool valid)
                "r"(src_size));
 }
 
+// This thread's threadIdx.x, read from the special register at this point of the program. A
+// volatile read is never merged with another or hoisted out of a loop, so values derived from it
+// are recomputed where they are used instead of being kept in registers from the kernel's start
+// (see load_tile_async in sm80/mainloop.cuh).
+FC_DEVICE int thread_index_x_here() {
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  return tid;
+}
+
 // Closes the group of cp.async issued since the previous commit.
 FC_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 

@@ -83,15 +83,24 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   softmax.init();
   const FragmentCoords coords_base{m0 + warp_row0 + (lane >> 2), 2 * (lane & 3)};
 
-  auto load_k = [&](Element* sK_block, int n_block) {
+  // The K/V sequence bases are CTA-uniform 64-bit values needed once per KV block: they wait in
+  // shared memory (written before the first barrier, read after it) rather than in four registers
+  // for the whole loop. (Kept in registers, they were what ptxas spilled on the 192-accumulator
+  // tiles; a shared-memory read per block costs nothing next to the block's MMAs.)
+  __shared__ const Element* kv_bases[2];
+  if (tid == 0) {
+    kv_bases[0] = k_seq;
+    kv_bases[1] = v_seq;
+  }
+  auto load_k = [&](Element* sK_block, int n_block, const Element* k_base) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(
-        sK_block, k_seq + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0, tid);
+        sK_block, k_base + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0);
   };
-  auto load_v = [&](Element* sV_block, int n_block) {
+  auto load_v = [&](Element* sV_block, int n_block, const Element* v_base) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(
-        sV_block, v_seq + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0, tid);
+        sV_block, v_base + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0);
   };
 
   // Score transform, masking (only on tiles that straddle a mask boundary), online softmax, P V.
@@ -110,9 +119,9 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
 
   if (n_block_max >= n_block_min) {
     load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
-        sQ, q_tile, params.q_seq_stride, rows_valid, tid);
-    load_k(sK, n_block_max);
-    if constexpr (Traits::kKVStages == 2) load_v(sV, n_block_max);
+        sQ, q_tile, params.q_seq_stride, rows_valid);
+    load_k(sK, n_block_max, k_seq);
+    if constexpr (Traits::kKVStages == 2) load_v(sV, n_block_max, v_seq);
     ptx::cp_async_commit();
 
     if constexpr (Traits::kKVStages == 1) {
@@ -120,7 +129,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
       for (int n_block = n_block_max; n_block >= n_block_min; --n_block) {
         ptx::cp_async_wait<0>();
         __syncthreads();  // barrier A: K_j (and Q) visible to all; every warp finished P V_{j+1}
-        load_v(sV, n_block);
+        load_v(sV, n_block, kv_bases[1]);
         ptx::cp_async_commit();
 
         float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
@@ -129,7 +138,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
         ptx::cp_async_wait<0>();
         __syncthreads();  // barrier B: V_j visible to all; every warp finished reading K_j
         if (n_block > n_block_min) {
-          load_k(sK, n_block - 1);
+          load_k(sK, n_block - 1, kv_bases[0]);
           ptx::cp_async_commit();
         }
         softmax_and_pv(acc_s, n_block, sV);
@@ -140,8 +149,8 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
         ptx::cp_async_wait<0>();
         __syncthreads();  // K_j, V_j (and Q) visible to all; every warp finished block j+1 (other stage)
         if (n_block > n_block_min) {
-          load_k(sK + (stage ^ 1) * Traits::kKStageElems, n_block - 1);
-          load_v(sV + (stage ^ 1) * Traits::kVStageElems, n_block - 1);
+          load_k(sK + (stage ^ 1) * Traits::kKStageElems, n_block - 1, kv_bases[0]);
+          load_v(sV + (stage ^ 1) * Traits::kVStageElems, n_block - 1, kv_bases[1]);
           ptx::cp_async_commit();
         }
         float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
@@ -154,13 +163,15 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   float lse[Traits::kMTiles][2];
   softmax.finalize(acc_o, log2_multiplier, lse);
   __syncthreads();  // every warp is done with sQ/sK/sV before the O tile overwrites them
-  // (Output addresses are formed only now, so they hold no registers during the mainloop.)
+  // Output addresses are formed only now, so they hold no registers during the mainloop; the
+  // varlen start row is re-read for the same reason (it is also what the Q load used).
+  const int64_t q_start = params.cu_seqlens_q ? int64_t(params.cu_seqlens_q[batch]) : 0;
   const int64_t o_batch = params.cu_seqlens_q ? 0 : int64_t(batch) * params.o_batch_stride;
-  Element* o_tile = static_cast<Element*>(params.o) + o_batch + (q_row0 + m0) * params.o_seq_stride +
+  Element* o_tile = static_cast<Element*>(params.o) + o_batch + (q_start + m0) * params.o_seq_stride +
                     int64_t(head) * params.o_head_stride;
   float* lse_rows = nullptr;
   if (params.lse != nullptr) {
-    lse_rows = params.lse + (params.cu_seqlens_q ? q_row0 : int64_t(batch) * params.lse_batch_stride) +
+    lse_rows = params.lse + (params.cu_seqlens_q ? q_start : int64_t(batch) * params.lse_batch_stride) +
                int64_t(head) * params.lse_head_stride + m0;
   }
   store_output<Traits>(acc_o, lse, reinterpret_cast<Element*>(smem_raw), o_tile, params.o_seq_stride,

@@ -21,26 +21,31 @@ FC_HOST_DEVICE constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int
 
 // Copies rows [0, kRows) of a [rows][kCols] global tile (row stride `row_stride` elements, 16-byte
 // aligned rows) into shared memory with row stride kSmemStride (16-byte chunks: 8 16-bit elements
-// or 4 floats). Rows >= rows_valid are zero-filled
-// and never read from global memory. kThreadsPerRow consecutive threads cover consecutive 16-byte
-// chunks of one row (>= 64 contiguous bytes per row and warp instruction). Each thread walks its
-// rows with one running pointer, so no per-copy 64-bit address stays live across the mainloop.
+// or 4 floats). Rows >= rows_valid are zero-filled and never read from global memory.
+// kThreadsPerRow consecutive threads cover consecutive 16-byte chunks of one row (>= 64 contiguous
+// bytes per row and warp instruction); each thread walks its rows with one running pointer.
+// The thread's place in the tile is recomputed from a fresh threadIdx.x read on every call: with a
+// plain `tid` the compiler hoisted the per-copy row indices and shared addresses out of the KV loop
+// (~20 registers live across it, the difference between spilling and not on the 192-accumulator
+// tiles); recomputing them costs a few integer instructions per KV block.
 template <int kRows, int kCols, int kSmemStride, int kThreads, typename Element>
 FC_DEVICE void load_tile_async(Element* smem_tile, const Element* gmem_tile, int64_t row_stride,
-                               int rows_valid, int tid) {
+                               int rows_valid) {
   constexpr int kElemsPerChunk = 16 / int(sizeof(Element));
   constexpr int kChunksPerRow = kCols / kElemsPerChunk;
   constexpr int kThreadsPerRow = gcd_int(kChunksPerRow, kThreads);
   constexpr int kRowStep = kThreads / kThreadsPerRow;  // rows between two copies of one thread
   constexpr int kColIters = kChunksPerRow / kThreadsPerRow;
   static_assert(kRows % kRowStep == 0, "every thread copies the same number of rows");
+  const int tid = ptx::thread_index_x_here();
   const int row0 = tid / kThreadsPerRow;
   const int col0 = (tid % kThreadsPerRow) * kElemsPerChunk;
+  const int rows_left = rows_valid - row0;  // copy r is valid iff r * kRowStep < rows_left
   const Element* src_row = gmem_tile + row0 * row_stride + col0;
   const uint32_t dst_row0 = ptx::smem_address(smem_tile + row0 * kSmemStride + col0);
 #pragma unroll
   for (int r = 0; r < kRows / kRowStep; ++r) {
-    const bool valid = row0 + r * kRowStep < rows_valid;
+    const bool valid = r * kRowStep < rows_left;
 #pragma unroll
     for (int c = 0; c < kColIters; ++c) {
       const uint32_t dst =

@@ -43,19 +43,24 @@ FC_DEVICE void transform_and_mask(float (&s)[kMTiles][kNTiles][4], const Fragmen
           s[mt][nt][i] = transform.apply(s[mt][nt][i], at.row(mt, i), at.col(nt, i)) * attn::kLog2e;
   }
   if constexpr (kMasked) {
+    // Diagonal form of the mask (VisibilityMask::min_diagonal): key col is visible to query row iff
+    // min_diag <= col - row <= max_diag and col < seqlen_k. Per-row first/last keys would be
+    // loop-invariant, and the compiler kept all of them (8 on two-m-tile warps) in registers across
+    // the KV loop; here only the two per-sequence diagonals are, and col - row is formed per element.
+    const int min_diag = mask.min_diagonal();
+    const int max_diag = mask.max_diagonal();
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = at.row(mt, 2 * half);
-        const int first = mask.first_key(row);
-        const int last = mask.last_key(row);
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = at.col(nt, e);
-            if (col < first || col > last) s[mt][nt][2 * half + e] = -INFINITY;
+            const int diag = col - row;
+            if (diag < min_diag || diag > max_diag || col >= mask.seqlen_k) s[mt][nt][2 * half + e] = -INFINITY;
           }
       }
   }

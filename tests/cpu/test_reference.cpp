@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/mask.hpp"
 #include "common/dtype.hpp"
 #include "common/tensor_util.hpp"
 #include "reference/cpu_reference.hpp"
@@ -524,6 +525,40 @@ TEST(Reference, RoundedForwardWritesEveryOutputElementAndNoPadding) {
   EXPECT_EQ(count_unwritten_output(pr, pr.o.data()), 0);
   EXPECT_EQ(count_unwritten_lse(pr, pr.lse.data()), 0);
   EXPECT_EQ(count_written_padding(pr, pr.o.data()), 0);
+}
+
+// The diagonal form the sm80 kernel masks with (min_diagonal <= j - i <= max_diagonal, j < Sk) is
+// the same rule as first_key / last_key, for both alignments, windows and "infinite" sides, also
+// where the diagonal bounds leave the int range.
+TEST(VisibilityMask, DiagonalBandIsTheSameRuleAsFirstAndLastKey) {
+  const int inf = attn::VisibilityMask{}.window_left;
+  for (int sq : {1, 7, 65}) {
+    for (int sk : {1, 9, 64}) {
+      for (int wl : {0, 3, inf}) {
+        for (int wr : {0, 5, inf}) {
+          for (MaskAlign align : {MaskAlign::kBottomRight, MaskAlign::kTopLeft}) {
+            attn::VisibilityMask rule;
+            rule.window_left = wl;
+            rule.window_right = wr;
+            const attn::VisibilityMask m = attn::mask_for_lengths(rule, align, sq, sk);
+            for (int i = 0; i < sq; ++i)
+              for (int j = 0; j < sk + 8; ++j) {
+                const bool band = j - i >= m.min_diagonal() && j - i <= m.max_diagonal() && j < sk;
+                ASSERT_EQ(band, m.visible(i, j)) << "Sq=" << sq << " Sk=" << sk << " wl=" << wl
+                                                 << " wr=" << wr << " i=" << i << " j=" << j;
+              }
+          }
+        }
+      }
+    }
+  }
+  attn::VisibilityMask far;  // bounds beyond the int range clamp to it
+  far.diag_offset = -2000000000;
+  far.window_left = 2000000000;
+  far.window_right = 2000000000;
+  EXPECT_EQ(far.min_diagonal(), INT_MIN);
+  far.diag_offset = 2000000000;
+  EXPECT_EQ(far.max_diagonal(), INT_MAX);
 }
 
 }  // namespace

@@ -205,8 +205,8 @@ TEST(Sm80LargeShapes, MatchNaiveGpuReference) {
 }
 
 // Small shapes for compute-sanitizer (memcheck / racecheck): tails, causal, window, ALiBi, varlen,
-// on both K/V pipelines of the tuning table (two-stage d64, single-buffered d128 and 192/128), a
-// Dqk < Dv pair and both fp32 (3xTF32) tiles.
+// on both K/V pipelines of the tuning table (single-buffered d64, d128 and 192/128; two-stage
+// 64/128, the Dqk < Dv pair, and both fp32 (3xTF32) tiles).
 TEST(Sm80Sanitizer, SmallShapesEveryFeature) {
   FC_REQUIRE_SM(80);
   for (Variant v : {Variant{64, 64, DType::kFloat16}, Variant{128, 128, DType::kBFloat16},
