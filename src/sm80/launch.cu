@@ -26,7 +26,8 @@ using Instantiation = BuiltKernel<LaunchFn>;
 #define FC_SM80_FP32(QK, V) {QK, V, DType::kFloat32, &sm80::launch_fwd<QK, V, float>},
 
 // What this build compiled (CMake defines FLASHCORE_HAS_SM80_D<QK>_<V>_<DTYPE> per unit). fp32
-// (3xTF32, see mainloop.cuh) has the equal pairs up to 128 (d256 spills, see tile_config.hpp).
+// (3xTF32, see mainloop.cuh) has the equal pairs up to 128 and the half-V pairs 192/96 and 256/128,
+// which also serve fp32 d192 / d256 (see plan_for below).
 constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D32_32_FP16
     FC_SM80_FP16(32, 32)
@@ -100,6 +101,12 @@ constexpr Instantiation kInstantiations[] = {
 #if FLASHCORE_HAS_SM80_D256_128_BF16
     FC_SM80_BF16(256, 128)
 #endif
+#if FLASHCORE_HAS_SM80_D192_96_FP32
+    FC_SM80_FP32(192, 96)
+#endif
+#if FLASHCORE_HAS_SM80_D256_128_FP32
+    FC_SM80_FP32(256, 128)
+#endif
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
@@ -107,6 +114,25 @@ constexpr Instantiation kInstantiations[] = {
 #undef FC_SM80_BF16
 #undef FC_SM80_FP32
 
+// The kernel that runs a call: its own (Dqk, Dv) instantiation, or for fp32 d192 / d256 (Dqk == Dv)
+// the Dv/2 one, launched once per half of V and O. No single fp32 kernel fits there (one m16 tile
+// per warp holds 128 fp32 O accumulators and every tile shape spills, see tile_config.hpp); each
+// half launch recomputes the same scores and softmax, so every output element is exactly what one
+// kernel would compute, at twice the Q K^T work.
+struct Plan {
+  const Instantiation* inst = nullptr;
+  bool split_v = false;  // launch inst twice: V[..., :Dv/2] -> O[..., :Dv/2], then the upper halves
+};
+
+Plan plan_for(const AttentionParams& p) {
+  if (const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype)) {
+    return {inst, false};
+  }
+  if (p.dtype == DType::kFloat32 && p.head_dim_qk == p.head_dim_v && (p.head_dim_v == 192 || p.head_dim_v == 256)) {
+    return {find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v / 2, p.dtype), true};
+  }
+  return {};
+}
 
 // Whether this build holds machine code that runs on compute capability major.minor: SASS for
 // sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.)
@@ -137,18 +163,22 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
   }
-  if (find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+  const Plan plan = plan_for(p);
+  if (plan.inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " +
-           built_kernels_list(kInstantiations) + ")";
+           built_kernels_list(kInstantiations) + (plan.split_v ? "; fp32 d192/d256 run on the Dv/2 units" : "") +
+           ")";
   }
-  const int smem = sm80::smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype));
+  const int smem = sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, dtype_size(p.dtype));
   if (size_t(smem) > d.max_smem_per_block_optin) {
-    return "the sm80 kernel for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
+    return "the sm80 kernel for Dqk=" + std::to_string(plan.inst->head_dim_qk) +
+           ", Dv=" + std::to_string(plan.inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
            std::to_string(d.max_smem_per_block_optin);
   }
-  // 16-byte vector loads/stores: every row start must be 16-byte aligned.
+  // 16-byte vector loads/stores: every row start must be 16-byte aligned. (The upper half views of
+  // a split launch start Dv/2 fp32 = 384 or 512 bytes further: aligned too.)
   const struct {
     const char* name;
     const void* ptr;
@@ -173,9 +203,20 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
 }
 
 Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
-  const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
-  if (inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
-  return inst->launch(p, stream);
+  const Plan plan = plan_for(p);
+  if (plan.inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
+  if (!plan.split_v) return plan.inst->launch(p, stream);
+  // Same strides, base pointers of V and O offset by Dv/2 elements for the upper half; LSE (the same
+  // in both launches) is written by the first one only.
+  const int half = p.head_dim_v / 2;
+  AttentionParams lo = p;
+  lo.head_dim_v = half;
+  AttentionParams hi = lo;
+  hi.v = static_cast<const float*>(p.v) + half;
+  hi.o = static_cast<float*>(p.o) + half;
+  hi.lse = nullptr;
+  const Status first = plan.inst->launch(lo, stream);
+  return first.ok() ? plan.inst->launch(hi, stream) : first;
 }
 
 }  // namespace

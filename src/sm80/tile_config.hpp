@@ -13,7 +13,8 @@
 //   64/128 128 x 64) use 254-255 registers: they fit because the mainloop keeps little else live
 //   across the KV loop (see load_tile_async, transform_and_mask and kv_bases in kernel.cuh); code
 //   that adds loop-carried state to them must re-check the report.
-//   fp32 inputs (3xTF32) have their own entries, keyed by the element size.
+//   fp32 inputs (3xTF32) have their own entries, keyed by the element size; fp32 d192 / d256 run as
+//   two launches of the 192/96 / 256/128 kernel (see the fp32 entries).
 //   Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
@@ -41,11 +42,14 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes =
     // two stages, fit two CTAs per SM.
     if (d <= 64) return {64, 64, 4, 2};
     if (d <= 128) return {64, 32, 4, 2};
-    // d256: not instantiated. One m16 tile per warp still needs 128 O accumulators, and with the
-    // 3xTF32 P V step every shape tried spills at 255 registers (sm_80 / sm_90a bytes, 2026-11-22):
-    // 64 x 32 x 4 one stage 36 / 16, two stages 4 / 16; 64 x 16 x 4 one stage 52 / 228, two
-    // stages 292 / 28; 128 x 32 x 8 36 / 16; 128 x 16 x 8 52 / 228. Fitting it needs O split
-    // across warps (two warps per m16 tile, half of Dv each), not a smaller tile.
+    // The half-V pairs 192/96 and 256/128: d128's tile with one stage (its 64 O accumulators fit;
+    // 137 / 134 and 144 / 144 registers on sm_80 / sm_90a, no spill; 89600 and 118272 B; two
+    // stages would pass the A100's 163 KB at 256/128). They are how fp32 d192 / d256 run: two
+    // launches, one per half of V and O (launch.cu). A d192 / d256 kernel of its own is not built: one
+    // m16 tile per warp still needs 128 O accumulators, and with the 3xTF32 P V step every d256 shape
+    // tried spills at 255 registers (sm_80 / sm_90a bytes, 2026-11-22): 64 x 32 x 4 one stage 36 / 16,
+    // two stages 4 / 16; 64 x 16 x 4 one stage 52 / 228, two stages 292 / 28; 128 x 32 x 8 36 / 16;
+    // 128 x 16 x 8 52 / 228.
     return {64, 32, 4, 1};
   }
   if (d <= 32) return {128, 128, 4, 1};

@@ -54,7 +54,8 @@ std::vector<Variant> all_variants() {
   std::vector<Variant> out;
   for (const auto& pr : pairs)
     for (DType dt : {DType::kFloat16, DType::kBFloat16}) out.push_back({pr[0], pr[1], dt});
-  for (int d : {32, 64, 96, 128}) out.push_back({d, d, DType::kFloat32});  // 3xTF32
+  // 3xTF32; d192 / d256 run as two launches of the 192/96 / 256/128 kernel (one per half of V).
+  for (int d : {32, 64, 96, 128, 192, 256}) out.push_back({d, d, DType::kFloat32});
   return out;
 }
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
@@ -204,6 +205,29 @@ TEST(Sm80LargeShapes, MatchNaiveGpuReference) {
   }
 }
 
+// fp32 d192 / d256 run as two half-V launches of one kernel (src/sm80/launch.cu): each half must
+// match the fp64 reference, every element of O must be written and LSE comes from the first launch
+// (check_path compares LSE too). Causal and not, Sq == Sk and Sq < Sk, tails past the 64 x 32 tile.
+// Small enough for compute-sanitizer.
+TEST(Sm80Fp32SplitV, WideHeadDimsMatchFp64Reference) {
+  FC_REQUIRE_SM(80);
+  for (int d : {192, 256}) {
+    const Variant v{d, d, DType::kFloat32};
+    if (!variant_unavailable(v).empty()) continue;  // pruned build (the sweep says why)
+    for (bool causal : {false, true}) {
+      for (int sq : {300, 65}) {
+        TestCase c = case_for(v, uint64_t(d + sq + causal));
+        c.heads_q = 2;
+        c.seqlen_q = sq;
+        c.seqlen_k = 300;
+        c.causal = causal;
+        c.input_scale = causal ? 10.0f : 1.0f;
+        expect_sm80_matches(c);
+      }
+    }
+  }
+}
+
 // Small shapes for compute-sanitizer (memcheck / racecheck): tails, causal, window, ALiBi, varlen,
 // on both K/V pipelines of the tuning table (single-buffered d64, d128 and 192/128; two-stage
 // 64/128, the Dqk < Dv pair, and both fp32 (3xTF32) tiles).
@@ -232,8 +256,9 @@ TEST(Sm80Sanitizer, SmallShapesEveryFeature) {
   }
 }
 
-// supports() names the reason: pruned head dims (and fp32 d256, never instantiated) are "not in
-// this build"; old architectures, misaligned strides and host pointers are refused by name.
+// supports() names the reason: pruned head dims (and fp32 192/128, never instantiated) are "not in
+// this build"; fp32 d256 is accepted exactly when its half-V kernel 256/128 is built; old
+// architectures, misaligned strides and host pointers are refused by name.
 TEST(Sm80Supports, SaysWhyNot) {
   if (flashcore::build_info().find(" sm80") == std::string::npos)
     GTEST_SKIP() << "the sm80 path is not part of this build (FLASHCORE_BUILD_SM80=OFF)";
@@ -246,8 +271,16 @@ TEST(Sm80Supports, SaysWhyNot) {
   info.cc_major = 9;
   info.cc_minor = 0;
   info.max_smem_per_block_optin = 227 * 1024;
-  p.head_dim_qk = p.head_dim_v = 256;
+  p.head_dim_qk = 192;
   EXPECT_NE(detail::sm80_path().supports(p, info).find("not in this build"), std::string::npos);
+  p.head_dim_qk = 256;
+  const bool half_v_built = detail::sm80_path().supports(p, info).empty();  // the 256/128 fp32 unit
+  p.head_dim_v = 256;
+  if (half_v_built) {
+    EXPECT_EQ(detail::sm80_path().supports(p, info), "");
+  } else {
+    EXPECT_NE(detail::sm80_path().supports(p, info).find("run on the Dv/2 units"), std::string::npos);
+  }
   p.head_dim_qk = p.head_dim_v = 128;
   if (detail::sm80_path().supports(p, info).empty()) {  // fp32 d128 is in this build
     p.q_seq_stride = 132;  // 16-byte multiples are 4 fp32 elements (8 for 16-bit dtypes)
