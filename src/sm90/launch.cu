@@ -84,7 +84,6 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-
 // Shared memory the (Dqk, Dv) configuration's dense kernel asks for (the kVarlen one has the same
 // layout).
 template <int kDqk, int kDv>

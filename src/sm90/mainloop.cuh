@@ -284,6 +284,7 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
     const int wg_row_first = tile.m_block * kBlockM + warpgroup * 64;
+    const attn::VisibilityMask& mask = Scheduler::mask(params, tile);  // the tile's sequence's
 
     if (!range.empty()) {
       // Q of this tile landed (producer -> consumers).
@@ -296,7 +297,7 @@ struct Consumer {
         for (int it = 0; it < num_blocks; ++it) {
           qk_to_completion(s);
           if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
-          prepare_scores(s, Scheduler::mask(params, tile), range.n_last - it, wg_row_first);
+          prepare_scores(s, mask, range.n_last - it, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           rescale_o(o, factor);
           convert_p(s, p);
@@ -306,7 +307,7 @@ struct Consumer {
         // Prologue: S of the first block alone.
         qk_to_completion(s);
         if (num_blocks == 1) release(&smem.q_empty);
-        prepare_scores(s, Scheduler::mask(params, tile), range.n_last, wg_row_first);
+        prepare_scores(s, mask, range.n_last, wg_row_first);
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
         convert_p(s, p);
 
@@ -328,7 +329,7 @@ struct Consumer {
           release(&smem.k_empty[k_state.index]);
           k_state.advance();
           if (it == num_blocks - 1) release(&smem.q_empty);
-          prepare_scores(s, Scheduler::mask(params, tile), n, wg_row_first);
+          prepare_scores(s, mask, n, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
           // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.

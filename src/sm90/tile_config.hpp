@@ -104,16 +104,8 @@ struct TileConfig<96, 96> : TileConfig<128, 128> {};
 //   192/128: Q 48 KiB + 2 stages x (K 48 + V 32 KiB) = 208 KiB leaves no room for the 32 KiB O
 //   staging tiles: direct-store epilogue. Consumer fragments are d128's (O 64 + S 64 + P 32).
 template <>
-struct TileConfig<192, 128> {
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kBlockN = 128;
-  static constexpr int kStages = 2;
-  static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
-  static constexpr int kAltBlockN = 112;
-  static constexpr int kAltStages = 2;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
-  static constexpr bool kAlwaysRescaleO = false;
+struct TileConfig<192, 128> : TileConfig<128, 128> {
+  static constexpr int kAltBlockN = 112;  // d128's 176 would not fit two stages of 192-wide K
   static constexpr bool kEpilogueTma = false;
 };
 
