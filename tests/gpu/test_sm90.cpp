@@ -21,6 +21,7 @@
 #include "common/gpu_check.hpp"
 #include "flashcore/flashcore.hpp"
 #include "reference/cpu_reference.hpp"
+#include "sm90/tile_config.hpp"
 
 namespace flashcore {
 namespace {
@@ -38,7 +39,7 @@ struct Case {
   float input_scale = 1.0f;
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
   const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
-  const char* block_n = "";    // FLASHCORE_SM90_BLOCK_N value ("" = the tile config's kBlockN)
+  int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
@@ -65,7 +66,7 @@ struct Case {
     s += "_x" + std::to_string((int)input_scale);
     if (bhsd) s += "_bhsd";
     if (*schedule) s += std::string("_") + schedule;
-    if (*block_n) s += std::string("_blockN") + block_n;
+    if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
     return s;
   }
@@ -102,7 +103,7 @@ void run_case(const Case& c) {
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
 
   if (*c.schedule) setenv("FLASHCORE_SM90_SCHEDULE", c.schedule, 1);
-  if (*c.block_n) setenv("FLASHCORE_SM90_BLOCK_N", c.block_n, 1);
+  if (c.block_n > 0) setenv("FLASHCORE_SM90_BLOCK_N", std::to_string(c.block_n).c_str(), 1);
   if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
   unsetenv("FLASHCORE_SM90_SCHEDULE");
@@ -113,14 +114,15 @@ void run_case(const Case& c) {
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
 }
 
-// The sm90 tile config's kAltBlockN for head dim d (tile_config.hpp), as FLASHCORE_SM90_BLOCK_N.
-const char* alt_block_n(int d) {
+// The sm90 tile config's kAltBlockN for the built pair with Dqk = d (the FLASHCORE_SM90_BLOCK_N value
+// that selects it).
+int alt_block_n(int d) {
   switch (d) {
-    case 64: return "128";
-    case 96: return "176";
-    case 128: return "176";
-    case 192: return "112";
-    default: return "48";
+    case 64: return sm90::TileConfig<64, 64>::kAltBlockN;
+    case 96: return sm90::TileConfig<96, 96>::kAltBlockN;
+    case 128: return sm90::TileConfig<128, 128>::kAltBlockN;
+    case 192: return sm90::TileConfig<192, 128>::kAltBlockN;
+    default: return sm90::TileConfig<256, 256>::kAltBlockN;
   }
 }
 
@@ -191,7 +193,7 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 777; c.causal = true; c.schedule = "serial"; });
       add([](Case& c) { c.seqlen_q = 333; c.seqlen_k = 555; c.input_scale = 10; c.schedule = "serial"; });
       // The tuning candidate kAltBlockN (serial schedule) and the rescale-only-when-the-max-moved variant.
-      const char* alt = alt_block_n(d);
+      const int alt = alt_block_n(d);
       add([&](Case& c) { c.seqlen_q = c.seqlen_k = 999; c.causal = true; c.input_scale = 10; c.block_n = alt; });
       add([&](Case& c) { c.seqlen_q = 257; c.seqlen_k = 1100; c.window_left = 300; c.window_right = 40; c.block_n = alt; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.causal = true; c.input_scale = 10; c.rescale = "vote"; });
