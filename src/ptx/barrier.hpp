@@ -34,6 +34,18 @@ FC_DEVICE void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
+// This CTA's rank in its thread block cluster.
+FC_DEVICE uint32_t cluster_ctarank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA in the cluster arrives (release) and waits for all the others (acquire):
+// the cluster-wide __syncthreads. Not .aligned: callers may reach it from diverged lanes.
+FC_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // 16 zero bytes at shared-window address `addr` (16-byte aligned).
 FC_DEVICE void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");

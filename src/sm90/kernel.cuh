@@ -42,28 +42,39 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Traits::kStages; ++s) {
       ptx::mbarrier_init(&smem.k_full[s], 1);
-      ptx::mbarrier_init(&smem.k_empty[s], Traits::kConsumerWarps);
+      ptx::mbarrier_init(&smem.k_empty[s], Traits::kStageReleases);
       ptx::mbarrier_init(&smem.v_full[s], 1);
-      ptx::mbarrier_init(&smem.v_empty[s], Traits::kConsumerWarps);
+      ptx::mbarrier_init(&smem.v_empty[s], Traits::kStageReleases);
     }
     if constexpr (Traits::kVarlen) ptx::mbarrier_init(&smem.v_tail, 1);
     ptx::mbarrier_init_fence();
   }
   // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
-  // CTA-wide barrier of the kernel: after the role split the warpgroups never meet all together.
-  __syncthreads();
+  // CTA-wide barrier before the role split. Cluster kernel: before any use by the other CTA too
+  // (its multicast copies and stage releases land on this CTA's barriers).
+  if constexpr (Traits::kClusterM > 1) {
+    ptx::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
     if (warp == 0 && (Producer<Traits>::kWholeWarp || lane == 0)) {
       Producer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
     }
+    // Cluster kernel: the producer warp's other lanes wait for its leader here, so the whole warp
+    // reaches the final cluster barrier together.
+    if constexpr (Traits::kClusterM > 1) __syncwarp();
   } else {
     ptx::setmaxnreg_inc<Traits::Config::kConsumerRegs>();
     uint8_t* o_staging = reinterpret_cast<uint8_t*>(&smem) + sizeof(Storage);
     Consumer<Traits> consumer{smem, params, &tm_o, o_staging, warpgroup - 1, lane, warp};
     consumer.run();
   }
+  // Cluster kernel: no CTA leaves while the other may still release stages on its barriers. (Its
+  // multicast copies into this CTA all completed: this CTA's consumers waited for every one.)
+  if constexpr (Traits::kClusterM > 1) ptx::cluster_sync();
 }
 
 template <class Traits>
@@ -71,8 +82,9 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   CUtensorMap tm_q, tm_k, tm_v;
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
   if (args.k.base != nullptr && args.v.base != nullptr) {
-    FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN));
-    FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN));
+    // Cluster kernel: a box is this CTA's share of the 64-column chunks (mainloop.cuh).
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN, Traits::kKChunksPerCta));
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN, Traits::kVChunksPerCta));
   } else {
     tm_k = tm_v = tm_q;  // a call without keys (k/v may be null): never loaded, every tile's range is empty
   }
@@ -82,26 +94,58 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   KernelParams params = args.params;
   params.always_rescale_o = args.always_rescale < 0 ? Traits::Config::kAlwaysRescaleO : args.always_rescale != 0;
   params.num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  const int64_t num_tiles = (int64_t)params.num_m_blocks * params.heads_q * params.batch;
+  constexpr int kClusterM = Traits::kClusterM;  // the scheduler's units: tiles, or pairs of them
+  if (params.num_m_blocks % kClusterM != 0) return Status::Internal("sm90: cluster kernel with an odd query-block count");
+  const int64_t num_tiles = (int64_t)(params.num_m_blocks / kClusterM) * params.heads_q * params.batch;
   if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
   params.num_tiles = (int)num_tiles;
   if (num_tiles == 0) return Status::Ok();
+
+  auto kernel = forward_kernel<Traits>;
+  // Per instantiation and device: CTAs, or clusters, resident at once (computed on first use; the
+  // shared-memory opt-in is a per-device function attribute too).
+  constexpr int kMaxDevices = 64;
+  static int max_units_of_device[kMaxDevices] = {};
+  int device = 0;
+  FC_CUDA_RETURN(cudaGetDevice(&device));
+  int& max_units = max_units_of_device[std::min(std::max(device, 0), kMaxDevices - 1)];
+  if (max_units == 0) {
+    FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
+    int units = args.sm_count;
+    if constexpr (kClusterM > 1) {
+      // Clusters need their CTAs on SMs of one GPC: ask how many fit at once instead of assuming
+      // sm_count / 2 (a persistent grid larger than that would run some clusters after others).
+      cudaLaunchConfig_t probe{};
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = kClusterM, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+      probe.gridDim = dim3(kClusterM * args.sm_count), probe.blockDim = dim3(Traits::kThreads);
+      probe.dynamicSmemBytes = Traits::kSmemBytes, probe.attrs = &cluster, probe.numAttrs = 1;
+      FC_CUDA_RETURN(cudaOccupancyMaxActiveClusters(&units, kernel, &probe));
+      if (units < 1) return Status::Unsupported("sm90: no cluster of " + std::to_string(kClusterM) + " CTAs fits this device");
+    }
+    max_units = units;
+  }
   // Heads whose tiles interleave in the scheduler (head_groups.hpp); query heads sharing a KV head
   // under GQA share its bytes.
   const double kv_bytes_per_query_head =
       (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
-  const int grid = (int)std::min<int64_t>(num_tiles, args.sm_count);
+  const int grid_units = (int)std::min<int64_t>(num_tiles, max_units);
   const bool uneven_tiles = params.mask.window_left < params.seqlen_k || params.mask.window_right < params.seqlen_k;
-  params.heads_per_group = heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks, grid,
-                                           params.batch * params.heads_q, uneven_tiles);
+  params.heads_per_group = heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
+                                           grid_units, params.batch * params.heads_q, uneven_tiles);
 
-  auto kernel = forward_kernel<Traits>;
-  static bool smem_attribute_set = false;  // per instantiation; setting it twice is harmless
-  if (!smem_attribute_set) {
-    FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
-    smem_attribute_set = true;
+  if constexpr (kClusterM == 1) {
+    kernel<<<grid_units, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
+  } else {
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kClusterM, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.gridDim = dim3(grid_units * kClusterM), config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = Traits::kSmemBytes, config.stream = stream, config.attrs = &cluster, config.numAttrs = 1;
+    FC_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, tm_q, tm_k, tm_v, tm_o, params));
   }
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
   FC_CHECK_LAUNCH("sm90 forward_kernel");
   return Status::Ok();
 }
@@ -124,6 +168,17 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     // The overlap schedule is built only where it is the configured one: for the others its
     // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
     if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
+      if constexpr (Config::kClusterM > 1) {
+        // Pairs of CTAs share K/V only when both visit the same KV blocks: every query row sees
+        // every key (no causal mask, no window that cuts any row), and the query blocks pair up.
+        const int num_m_blocks = (p.seqlen_q + 64 * Config::kConsumerWarpgroups - 1) / (64 * Config::kConsumerWarpgroups);
+        const bool every_row_sees_every_key =
+            p.seqlen_q > 0 && p.mask.first_key(p.seqlen_q - 1) <= 0 && p.mask.last_key(0) >= p.seqlen_k - 1;
+        if (args.cluster && every_row_sees_every_key && num_m_blocks % Config::kClusterM == 0) {
+          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
+                                                 /*kVarlen=*/false, Config::kClusterM>>(args, stream);
+        }
+      }
       return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
           args, stream);
     }

@@ -32,13 +32,17 @@ template <> struct ElementTraits<__nv_bfloat16> {
 // resolve their sequence, the producer warp zeroes V rows past a sequence's keys, partial row blocks
 // store directly. False: the dense kernel, which reads lengths and mask from KernelParams alone and
 // whose producer is one thread (launch: kernel.cuh, launch_forward).
-template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false>
+// kClusterM_: 1, or 2 for the cluster kernel (tile_config.hpp, kClusterM): two CTAs on adjacent query
+// blocks of one head, each loading half of every K/V block's 64-column chunks for both.
+template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
+          int kClusterM_ = 1>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_>;
   using Element = Element_;
   static constexpr ptx::WgmmaType kWgmmaType = ElementTraits<Element>::kWgmma;
   static constexpr Schedule kSchedule = kSchedule_;
   static constexpr bool kVarlen = kVarlen_;
+  static constexpr int kClusterM = kClusterM_;
 
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;
@@ -60,6 +64,11 @@ struct KernelTraits {
   static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;  // TMA credits the whole box, zeros too
   static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
   static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
+  // Cluster kernel: the 64-column chunks of a K (V) block this CTA loads and multicasts.
+  static constexpr int kKChunksPerCta = kDqkPad / 64 / kClusterM;
+  static constexpr int kVChunksPerCta = kDvPad / 64 / kClusterM;
+  // Consumer-warp arrivals that free a K/V stage: every consumer warp of every CTA that reads it.
+  static constexpr int kStageReleases = kConsumerWarps * kClusterM;
 
   // Per consumer thread: S and O accumulators (m64nN gives N/2 floats), P as packed 16-bit pairs.
   static constexpr int kAccS = kBlockN / 2;
@@ -72,9 +81,17 @@ struct KernelTraits {
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
   static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
+  static_assert(kClusterM == 1 || (kClusterM == 2 && !kVarlen && kDqk % 128 == 0 && kDv % 128 == 0),
+                "cluster kernel: pairs of CTAs, dense calls, head dims with an even number of 64-column chunks");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
-  static_assert(Config::kProducerRegs * 128 + Config::kConsumerRegs * 128 * kConsumerWarpgroups <= 65536,
-                "register split exceeds the register file");
+  // setmaxnreg moves registers between the warps of a CTA, within what the CTA got at launch: the
+  // per-thread launch cap (65536 / kThreads, in steps of 8) times kThreads, NOT the whole register
+  // file. (24/240/240 at 384 threads is exactly 168 x 384 = 64512; 32/240/240, 65536 in total, hung
+  // on the H200 with setmaxnreg.inc waiting for registers no one frees.)
+  static constexpr int kLaunchRegsPerThread = 65536 / kThreads / 8 * 8;
+  static_assert(Config::kProducerRegs * 128 + Config::kConsumerRegs * 128 * kConsumerWarpgroups <=
+                    kLaunchRegsPerThread * kThreads,
+                "register split exceeds the CTA's launch allocation");
 
   struct alignas(1024) SharedStorage {
     alignas(1024) uint16_t q[kBlockM * kDqkPad];

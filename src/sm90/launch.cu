@@ -180,6 +180,12 @@ int block_n_override() {
   return env != nullptr ? std::atoi(env) : 0;
 }
 
+// FLASHCORE_SM90_CLUSTER=off: never the two-CTA cluster kernel (tile_config.hpp, kClusterM).
+bool cluster_allowed() {
+  const char* env = std::getenv("FLASHCORE_SM90_CLUSTER");
+  return env == nullptr || std::strcmp(env, "off") != 0;
+}
+
 // FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning):
 // 1 always, 0 vote, -1 the config's choice.
 int always_rescale_override() {
@@ -204,6 +210,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.schedule = (int)schedule_override();
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
+  a.cluster = cluster_allowed();
 
   KernelParams& k = a.params;
   k.o = p.o;
@@ -236,7 +243,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
 
 }  // namespace
 
-Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   constexpr int64_t kElem = 2;  // fp16 / bf16
@@ -252,7 +259,8 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
     const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
                                 (cuuint64_t)view.batch};
     const cuuint64_t strides[4] = {seq_stride, 128, head_stride, batch_stride};
-    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)(view.head_dim / 64), 1, 1};
+    const cuuint32_t chunks = box_chunks > 0 ? (cuuint32_t)box_chunks : (cuuint32_t)(view.head_dim / 64);
+    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, chunks, 1, 1};
     res = encode(map, type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

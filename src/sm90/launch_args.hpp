@@ -23,13 +23,15 @@ struct OperandView {
 // Builds the tensor map the kernel loads `view` through, both filling a [ceil(head_dim/64)][box_rows][64]
 // tile with the 128-byte swizzle:
 //   head_dim % 64 == 0: a 5-D view {64, seqlen, head_dim/64, heads, batch}; one box
-//                       {64, box_rows, head_dim/64, 1, 1} is the whole tile (one TMA instruction);
+//                       {64, box_rows, head_dim/64, 1, 1} is the whole tile (one TMA instruction),
+//                       or, with box_chunks > 0, {64, box_rows, box_chunks, 1, 1} (the cluster
+//                       kernel's share of a tile);
 //   otherwise (chunked): a 4-D view {head_dim, seqlen, heads, batch} and a box {64, box_rows, 1, 1}
 //                       per 64-column chunk; the last chunk's columns past head_dim are zero-filled on
 //                       loads and not written on stores.
 // Defined in launch.cu (it owns the driver entry point).
 FC_HOST_DEVICE constexpr bool chunked_map(int head_dim) { return head_dim % 64 != 0; }
-Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks = 0);
 
 struct LaunchArgs {
   OperandView q, k, v, o;
@@ -39,6 +41,7 @@ struct LaunchArgs {
   int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
   int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
   int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
+  bool cluster = true;  // false: never the cluster kernel (FLASHCORE_SM90_CLUSTER=off, tuning/tests)
 };
 
 // One per built (Dqk, Dv, dtype) instantiation unit.

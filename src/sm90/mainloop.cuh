@@ -7,6 +7,12 @@
 //   k_full[s]   producer -> consumers   K block in stage s landed (1 arrival + K bytes)
 //   k_empty[s]  consumers -> producer   every consumer warp's S wgmma that read stage s completed
 //   v_full[s], v_empty[s]               the same for V and the O += P V wgmma
+// Cluster kernel (Traits::kClusterM = 2, dense non-causal calls): both CTAs of a cluster visit the
+// same KV blocks in the same order. Each producer loads half of every K/V block's 64-column chunks
+// and multicasts them into the same stage of both CTAs, so each k_full/v_full phase completes on the
+// bytes of two TMA copies (its own half and the peer's); its producer still expects the whole
+// block. A stage may be overwritten only when the consumers of BOTH CTAs released it, so every
+// consumer warp arrives on k_empty/v_empty of both CTAs (kStageReleases arrivals per phase).
 // Producer and consumers walk the same tile sequence and the same KV blocks, so their ring
 // positions (PipelineState) stay in step without any other communication.
 //
@@ -45,6 +51,17 @@ FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t*
   }
 }
 
+// Cluster kernel: this CTA's share of a K or V block (kChunks of its 64-column chunks, from chunk
+// rank * kChunks on), written into the same stage of every CTA of the cluster. The rank is read
+// here, at each load, so it holds no register across the producer's loop (24 registers).
+template <int kChunks, int kRows, int kClusterM>
+FC_DEVICE void tma_load_operand_multicast(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head,
+                                          int batch) {
+  const uint32_t rank = ptx::cluster_ctarank();
+  ptx::tma_load_5d_multicast(ptx::smem_addr(dst) + rank * (kChunks * kRows * 128), map, ptx::smem_addr(bar),
+                             (1u << kClusterM) - 1u, 0, row, (int)rank * kChunks, head, batch);
+}
+
 template <class Traits>
 struct Producer {
   using Storage = typename Traits::SharedStorage;
@@ -64,7 +81,9 @@ struct Producer {
       ptx::tma_prefetch_descriptor(tm_k);
       ptx::tma_prefetch_descriptor(tm_v);
     }
-    ptx::PipelineState<Traits::kStages> k_state, v_state;
+    // K and V of a block go to the same stage index of their rings: one ring position for both
+    // (fewer live registers in the 24-register producer).
+    ptx::PipelineState<Traits::kStages> stage;
     uint32_t q_phase = 0;
     uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
     for (Scheduler sched(params); sched.valid(); sched.next()) {
@@ -87,33 +106,42 @@ struct Producer {
       q_phase ^= 1u;
 
       // K and V, last block first (the masked blocks of a causal tile come first).
-      for (int n = range.n_last; n >= range.n_first; --n) {
+      for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
         // Stage reuse: wait until every consumer warp released the K (then V) block held there.
-        ptx::mbarrier_wait(&smem.k_empty[k_state.index], k_state.phase ^ 1u);
+        ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
         const int key_row = tile.k_offset + n * kBlockN;
         if (leader) {
-          ptx::mbarrier_arrive_expect_tx(&smem.k_full[k_state.index], Traits::kKBytes);
-          tma_load_operand<Traits::kDqk, kBlockN>(smem.k[k_state.index], tm_k, &smem.k_full[k_state.index], key_row,
-                                                  head_kv, tile.map_batch());
+          load_kv_block<Traits::kDqk, Traits::kKChunksPerCta>(smem.k[stage.index], tm_k, &smem.k_full[stage.index],
+                                                               Traits::kKBytes, key_row, head_kv, tile.map_batch());
         }
-        k_state.advance();
 
-        ptx::mbarrier_wait(&smem.v_empty[v_state.index], v_state.phase ^ 1u);
+        ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
         // kVarlen: keys past the sequence's end lie inside the k/v maps (a packed neighbour, or keys
         // past seqused_k); dense: past the maps' end, where TMA zero-fills.
         int keys_in_block = kBlockN;  // kVarlen: >= 1, the range ends at the sequence's last key
         if constexpr (Traits::kVarlen) keys_in_block = tile.mask.seqlen_k - n * kBlockN;
         if (keys_in_block < kBlockN) {
-          load_v_zeroing_tail(smem, tm_v, v_state.index, key_row, head_kv, tile.map_batch(), keys_in_block, tail_phase,
+          load_v_zeroing_tail(smem, tm_v, stage.index, key_row, head_kv, tile.map_batch(), keys_in_block, tail_phase,
                               lane);
           tail_phase ^= 1u;
         } else if (leader) {
-          ptx::mbarrier_arrive_expect_tx(&smem.v_full[v_state.index], Traits::kVBytes);
-          tma_load_operand<Traits::kDv, kBlockN>(smem.v[v_state.index], tm_v, &smem.v_full[v_state.index], key_row,
-                                                 head_kv, tile.map_batch());
+          load_kv_block<Traits::kDv, Traits::kVChunksPerCta>(smem.v[stage.index], tm_v, &smem.v_full[stage.index],
+                                                              Traits::kVBytes, key_row, head_kv, tile.map_batch());
         }
-        v_state.advance();
       }
+    }
+  }
+
+  // One K or V block into its stage (full barrier `full` expects the whole block): the whole tile,
+  // or in the cluster kernel this CTA's share of the chunks, multicast to both CTAs.
+  template <int kHeadDim, int kChunksPerCta>
+  static __device__ void load_kv_block(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t bytes,
+                                       int key_row, int head_kv, int batch) {
+    ptx::mbarrier_arrive_expect_tx(full, bytes);
+    if constexpr (Traits::kClusterM > 1) {
+      tma_load_operand_multicast<kChunksPerCta, kBlockN, Traits::kClusterM>(dst, map, full, key_row, head_kv, batch);
+    } else {
+      tma_load_operand<kHeadDim, kBlockN>(dst, map, full, key_row, head_kv, batch);
     }
   }
 
@@ -206,6 +234,16 @@ struct Consumer {
   __device__ void release(uint64_t* bar) const {
     if (lane == 0) ptx::mbarrier_arrive(bar);
   }
+  // A K/V stage: in the cluster kernel both CTAs' producers write it (multicast), so the release
+  // goes to the stage's barrier in every CTA of the cluster.
+  __device__ void release_stage(uint64_t* bar) const {
+    if constexpr (Traits::kClusterM == 1) {
+      release(bar);
+    } else if (lane == 0) {
+#pragma unroll
+      for (uint32_t rank = 0; rank < Traits::kClusterM; ++rank) ptx::mbarrier_arrive_cluster(bar, rank);
+    }
+  }
 
   // ---- Keeping the softmax under O += P V -----------------------------------------------------
   // ptxas schedules wgmma.wait_group like any instruction without operands: in the overlap schedule
@@ -237,7 +275,7 @@ struct Consumer {
     gemm_turn_end();
     ptx::wgmma_wait<0>();
     ptx::fence_registers<kAccS>(s);
-    release(&smem.k_empty[k_state.index]);  // S done reading this K stage
+    release_stage(&smem.k_empty[k_state.index]);  // S done reading this K stage
     k_state.advance();
   }
   // O += P V on the next V stage, run to completion, stage released (V full -> consumer -> V empty).
@@ -250,7 +288,7 @@ struct Consumer {
     gemm_turn_end();
     ptx::wgmma_wait<0>();
     ptx::fence_registers<kAccO>(o);
-    release(&smem.v_empty[v_state.index]);  // P V done reading this V stage
+    release_stage(&smem.v_empty[v_state.index]);  // P V done reading this V stage
     v_state.advance();
   }
 
@@ -326,7 +364,7 @@ struct Consumer {
           // S_it retired (P V may still run): release K, softmax S_it.
           ptx::wgmma_wait<1>();
           ptx::fence_registers<kAccS>(s);
-          release(&smem.k_empty[k_state.index]);
+          release_stage(&smem.k_empty[k_state.index]);
           k_state.advance();
           if (it == num_blocks - 1) release(&smem.q_empty);
           prepare_scores(s, mask, n, wg_row_first);
@@ -335,7 +373,7 @@ struct Consumer {
           // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
           ptx::wgmma_wait<0>();
           ptx::fence_registers<kAccO>(o);
-          release(&smem.v_empty[v_state.index]);
+          release_stage(&smem.v_empty[v_state.index]);
           v_state.advance();
           rescale_o(o, factor);
           convert_p(s, p);

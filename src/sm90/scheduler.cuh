@@ -18,6 +18,9 @@
 // CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest tiles of a
 // wave gets one of the shortest of the next: a static approximation of longest-processing-time
 // scheduling that needs no global counter (and so stays correct with concurrent launches).
+// Cluster kernel (kClusterM = 2): the unit of that order is a pair of adjacent query blocks of one
+// head, and the "CTAs" are clusters: both CTAs of a cluster walk the same pairs, rank r taking query
+// block 2p + r of pair p (KernelParams::num_tiles counts pairs; num_m_blocks is even).
 #pragma once
 
 #include "attention/mask.hpp"
@@ -61,7 +64,7 @@ struct KvRange {
   FC_DEVICE int count() const { return n_last - n_first + 1; }
 };
 
-template <int kBlockM, int kBlockN, bool kVarlen>
+template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1>
 struct StaticPersistentScheduler {
   const KernelParams& params;
   int wave = 0;
@@ -69,26 +72,32 @@ struct StaticPersistentScheduler {
 
   FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p) : params(p) { tile_index = slot(0); }
 
+  // The scheduling units: CTAs, or clusters of kClusterM CTAs (a cluster's CTAs are consecutive).
+  FC_DEVICE static int units() { return (int)(gridDim.x / kClusterM); }
+  FC_DEVICE static int unit() { return (int)(blockIdx.x / kClusterM); }
+  FC_DEVICE static int rank_in_cluster() { return (int)(blockIdx.x % kClusterM); }
+
   FC_DEVICE int slot(int w) const {
-    const int offset = (w & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    return w * (int)gridDim.x + offset;
+    const int offset = (w & 1) ? units() - 1 - unit() : unit();
+    return w * units() + offset;
   }
   // More waves to visit. In the last wave some CTAs get no tile: has_tile() is false for them.
-  FC_DEVICE bool valid() const { return wave * (int)gridDim.x < params.num_tiles; }
+  FC_DEVICE bool valid() const { return wave * units() < params.num_tiles; }
   FC_DEVICE bool has_tile() const { return tile_index < params.num_tiles; }
   FC_DEVICE void next() { tile_index = slot(++wave); }
 
   using TileT = Tile<kVarlen>;
 
   FC_DEVICE TileT tile() const {
-    const int group_tiles = params.heads_per_group * params.num_m_blocks;
+    const int m_units = (int)((unsigned)params.num_m_blocks / kClusterM);  // query blocks, or pairs of them
+    const int group_tiles = params.heads_per_group * m_units;
     const int group = tile_index / group_tiles;
     const int first_head = group * params.heads_per_group;  // b * Hq + h of the group's first head
     const int total_heads = params.batch * params.heads_q;
     const int group_heads = min(params.heads_per_group, total_heads - first_head);
     const int within = tile_index - group * group_tiles;
     TileT t;
-    t.m_block = params.num_m_blocks - 1 - within / group_heads;
+    t.m_block = (m_units - 1 - within / group_heads) * kClusterM + rank_in_cluster();
     const int head_index = first_head + within % group_heads;
     t.head = head_index % params.heads_q;
     t.batch = head_index / params.heads_q;
@@ -138,6 +147,6 @@ struct StaticPersistentScheduler {
 
 // The scheduler of a kernel (Traits: kernel_traits.cuh).
 template <class Traits>
-using TileScheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen>;
+using TileScheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen, Traits::kClusterM>;
 
 }  // namespace flashcore::sm90

@@ -11,7 +11,9 @@
 //     1 KiB alignment slack, must fit the 227 KiB opt-in limit;
 //   * consumer registers: O (Dv/2) + S (kBlockN/2) + P (kBlockN/4) fp32/b32 registers per thread, plus
 //     addressing and softmax state, must fit kConsumerRegs without spills (check -Xptxas -v);
-//   * kProducerRegs * 128 + kConsumerRegs * 128 * kConsumerWarpgroups <= 65536.
+//   * kProducerRegs * 128 + kConsumerRegs * 128 * kConsumerWarpgroups <= the CTA's launch
+//     allocation, (65536 / threads rounded down to a multiple of 8) * threads: 64512 for 384 threads
+//     (kernel_traits.cuh; more hangs in setmaxnreg.inc).
 #pragma once
 
 namespace flashcore::sm90 {
@@ -20,6 +22,11 @@ namespace flashcore::sm90 {
 // (false; a warp-uniform vote, exact either way). FLASHCORE_SM90_RESCALE=always|vote overrides it.
 // kEpilogueTma: O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
 // otherwise each thread stores its fragment directly.
+// kClusterM: 2 runs non-causal, window-free dense calls whose query-block count is even on clusters
+// of two CTAs (adjacent query blocks of one head) that share each K/V block: each CTA loads half of
+// its 64-column chunks and multicasts them to both, so L2 serves every K/V byte once per pair
+// (mainloop.cuh). Other calls, and 1, use one CTA per tile. FLASHCORE_SM90_CLUSTER=off disables it.
+// Needs head dims that are whole multiples of 128 (an even number of 64-column chunks).
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
 //
@@ -58,6 +65,7 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerRegs = 160;
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
+  static constexpr int kClusterM = 1;
 };
 
 template <>
@@ -72,6 +80,7 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
+  static constexpr int kClusterM = 2;
 };
 
 // d256: the overlap schedule at kBlockN 80 (O alone is 128 registers; ptxas spilled 68-88 bytes
@@ -91,6 +100,7 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerRegs = 240;
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
+  static constexpr int kClusterM = 2;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
@@ -99,7 +109,9 @@ struct TileConfig<256, 256> {
 //   d96: Q/K/V tiles are 128 columns wide in shared memory (96 + 32 zero columns), so shared memory
 //   is d128's; S = Q K^T runs 6 k-steps, O += P V is one m64n96 wgmma (O: 48 fp32 per thread).
 template <>
-struct TileConfig<96, 96> : TileConfig<128, 128> {};
+struct TileConfig<96, 96> : TileConfig<128, 128> {
+  static constexpr int kClusterM = 1;  // 96 columns: no even split of 64-column chunks
+};
 
 //   192/128: Q 48 KiB + 2 stages x (K 48 + V 32 KiB) = 208 KiB leaves no room for the 32 KiB O
 //   staging tiles: direct-store epilogue. Consumer fragments are d128's (O 64 + S 64 + P 32).
@@ -107,6 +119,7 @@ template <>
 struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kAltBlockN = 112;  // d128's 176 would not fit two stages of 192-wide K
   static constexpr bool kEpilogueTma = false;
+  static constexpr int kClusterM = 1;  // K has three 64-column chunks
 };
 
 // The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,

@@ -41,6 +41,7 @@ struct Case {
   const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
+  const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where eligible)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   std::string name() const {
@@ -68,6 +69,7 @@ struct Case {
     if (*schedule) s += std::string("_") + schedule;
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
+    if (*cluster) s += std::string("_cluster_") + cluster;
     return s;
   }
 };
@@ -105,10 +107,12 @@ void run_case(const Case& c) {
   if (*c.schedule) setenv("FLASHCORE_SM90_SCHEDULE", c.schedule, 1);
   if (c.block_n > 0) setenv("FLASHCORE_SM90_BLOCK_N", std::to_string(c.block_n).c_str(), 1);
   if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
+  if (*c.cluster) setenv("FLASHCORE_SM90_CLUSTER", c.cluster, 1);
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
   unsetenv("FLASHCORE_SM90_SCHEDULE");
   unsetenv("FLASHCORE_SM90_BLOCK_N");
   unsetenv("FLASHCORE_SM90_RESCALE");
+  unsetenv("FLASHCORE_SM90_CLUSTER");
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
   std::printf("[sm90] %-60s rel %.3e (naive %.3e) max %.3e (naive %.3e)\n", c.name().c_str(),
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
@@ -202,6 +206,14 @@ std::vector<Case> sweep() {
       // the O staging tile are reused across tiles (and the snake order visits both directions).
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 700; c.causal = true; });
       add([](Case& c) { c.batch = 3; c.heads_q = 24; c.heads_kv = 24; c.seqlen_q = 520; c.seqlen_k = 333; });
+      // The two-CTA cluster kernel (d128, d256: every row sees every key and the query blocks pair
+      // up; other head dims run these shapes on one CTA per tile): GQA with a key tail at input
+      // scale 10; more pairs than clusters, so each cluster runs several; a window too wide to cut
+      // any row (still the cluster kernel); and a shape it would take, with the cluster kernel off.
+      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 256; c.seqlen_k = 1000; c.input_scale = 10; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; });
+      add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; });
+      add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.cluster = "off"; });
       add_varlen_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
@@ -246,6 +258,20 @@ TEST(Sm90Sanitizer, SmallVarlenCases) {
     c.varlen_k = {33, 7, 64, 150};
     c.seqused_k = {20, 7, 64, 101};
     c.causal = true;
+    run_case(c);
+  }
+}
+
+// The two-CTA cluster kernel for compute-sanitizer: multicast K/V copies into both CTAs' stages and
+// stage releases across the cluster, with a key tail (TMA zero fill in both halves of a block).
+TEST(Sm90Sanitizer, ClusterKernel) {
+  FC_REQUIRE_SM(90);
+  for (int d : {128, 256}) {
+    Case c;
+    c.head_dim = d;
+    c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
+    c.heads_q = 4, c.heads_kv = 2;
+    c.seqlen_q = 256, c.seqlen_k = 200;
     run_case(c);
   }
 }
