@@ -173,10 +173,13 @@ def build_params(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, o: ArrayDesc, lse: Op
                  seqused_k: Optional[ArrayDesc] = None, alibi_slopes: Optional[ArrayDesc] = None,
                  max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: Optional[float] = None,
                  softcap: float = 0.0, causal: bool = False, mask_align: int = 0,
-                 window_left: int = -1, window_right: int = -1, path: int = 0) -> "_C.AttentionParams":
-    """Checks the arrays (check_inputs) and fills AttentionParams; the C++ API validates the rest."""
-    check_inputs(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
-                 alibi_slopes=alibi_slopes)
+                 window_left: int = -1, window_right: int = -1, path: int = 0,
+                 inputs_checked: bool = False) -> "_C.AttentionParams":
+    """Checks the arrays (check_inputs, unless the caller just did: inputs_checked) and fills
+    AttentionParams; the C++ API validates the rest."""
+    if not inputs_checked:
+        check_inputs(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
+                     alibi_slopes=alibi_slopes)
     varlen = cu_seqlens_q is not None
     o_shape, lse_shape = output_shapes(q.shape, v.shape, varlen)
     if tuple(o.shape) != tuple(o_shape) or o.dtype != q.dtype:
