@@ -28,7 +28,19 @@ BACKWARD_MESSAGE = (
 
 
 def _dtype_name(t: Tensor) -> str:
-    return _TORCH_DTYPES.get(t.dtype, str(t.dtype).replace("torch.", ""))
+    name = _TORCH_DTYPES.get(t.dtype)  # (not .get(dtype, str(...)): that formats the fallback every call)
+    return name if name is not None else str(t.dtype).replace("torch.", "")
+
+
+# The current stream's handle of a device index, without building a torch.cuda.Stream object (what
+# Triton and Inductor call); the public torch.cuda.current_stream where a build lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream_handle(device: torch.device) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def describe(name: str, t: Optional[Tensor]) -> Optional[ArrayDesc]:
@@ -76,7 +88,7 @@ def forward_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor]
                           causal=causal, mask_align=mask_align, window_left=window_left,
                           window_right=window_right, path=path)
     if q.device.type == "cuda":
-        stream = torch.cuda.current_stream(q.device).cuda_stream
+        stream = _current_stream_handle(q.device)
         if q.device.index == torch.cuda.current_device():
             _C.forward(params, stream)
         else:  # the C++ API runs on the current device (cudaGetDevice): make it q's
@@ -167,7 +179,7 @@ def softmax_op(x: Tensor, variant: int) -> Tuple[Tensor, Tensor]:
     y = torch.empty_like(x)
     lse = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if x.device.type == "cuda":
-        stream = torch.cuda.current_stream(x.device).cuda_stream
+        stream = _current_stream_handle(x.device)
         with torch.cuda.device(x.device):
             _C.softmax_forward(x.data_ptr(), y.data_ptr(), lse.data_ptr(), rows, cols,
                                KERNEL_DTYPE_CODES[_dtype_name(x)], variant, stream)
