@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "common/cuda_check.hpp"
@@ -103,12 +104,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
 
   auto kernel = forward_kernel<Traits>;
   // Per instantiation and device: CTAs, or clusters, resident at once (computed on first use; the
-  // shared-memory opt-in is a per-device function attribute too).
+  // shared-memory opt-in is a per-device function attribute too). Atomic: calls may come from
+  // several host threads; two first calls compute the same value.
   constexpr int kMaxDevices = 64;
-  static int max_units_of_device[kMaxDevices] = {};
+  static std::atomic<int> max_units_of_device[kMaxDevices];
   int device = 0;
   FC_CUDA_RETURN(cudaGetDevice(&device));
-  int& max_units = max_units_of_device[std::min(std::max(device, 0), kMaxDevices - 1)];
+  std::atomic<int>& cached_units = max_units_of_device[std::min(std::max(device, 0), kMaxDevices - 1)];
+  int max_units = cached_units.load(std::memory_order_relaxed);
   if (max_units == 0) {
     FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Traits::kSmemBytes));
     int units = args.sm_count;
@@ -125,6 +128,7 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
       if (units < 1) return Status::Unsupported("sm90: no cluster of " + std::to_string(kClusterM) + " CTAs fits this device");
     }
     max_units = units;
+    cached_units.store(units, std::memory_order_relaxed);
   }
   // Heads whose tiles interleave in the scheduler (head_groups.hpp); query heads sharing a KV head
   // under GQA share its bytes.
