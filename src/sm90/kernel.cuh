@@ -78,6 +78,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if constexpr (Traits::kClusterM > 1) ptx::cluster_sync();
 }
 
+// The launch configuration of a cluster kernel: `ctas` CTAs in clusters of Traits::kClusterM along x.
+// (Not copyable: the configuration points at its own attribute.)
+template <class Traits>
+struct ClusterLaunchConfig {
+  cudaLaunchAttribute cluster_dim{};
+  cudaLaunchConfig_t config{};
+  ClusterLaunchConfig(int ctas, cudaStream_t stream) {
+    cluster_dim.id = cudaLaunchAttributeClusterDimension;
+    cluster_dim.val.clusterDim.x = Traits::kClusterM, cluster_dim.val.clusterDim.y = 1, cluster_dim.val.clusterDim.z = 1;
+    config.gridDim = dim3(ctas), config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = Traits::kSmemBytes, config.stream = stream;
+    config.attrs = &cluster_dim, config.numAttrs = 1;
+  }
+  ClusterLaunchConfig(const ClusterLaunchConfig&) = delete;
+  ClusterLaunchConfig& operator=(const ClusterLaunchConfig&) = delete;
+};
+
 template <class Traits>
 Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   CUtensorMap tm_q, tm_k, tm_v;
@@ -118,13 +135,8 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
     if constexpr (kClusterM > 1) {
       // Clusters need their CTAs on SMs of one GPC: ask how many fit at once instead of assuming
       // sm_count / 2 (a persistent grid larger than that would run some clusters after others).
-      cudaLaunchConfig_t probe{};
-      cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = kClusterM, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-      probe.gridDim = dim3(kClusterM * args.sm_count), probe.blockDim = dim3(Traits::kThreads);
-      probe.dynamicSmemBytes = Traits::kSmemBytes, probe.attrs = &cluster, probe.numAttrs = 1;
-      FC_CUDA_RETURN(cudaOccupancyMaxActiveClusters(&units, kernel, &probe));
+      const ClusterLaunchConfig<Traits> probe(kClusterM * args.sm_count, stream);
+      FC_CUDA_RETURN(cudaOccupancyMaxActiveClusters(&units, kernel, &probe.config));
       if (units < 1) return Status::Unsupported("sm90: no cluster of " + std::to_string(kClusterM) + " CTAs fits this device");
     }
     max_units = units;
@@ -142,13 +154,8 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if constexpr (kClusterM == 1) {
     kernel<<<grid_units, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
   } else {
-    cudaLaunchConfig_t config{};
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kClusterM, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-    config.gridDim = dim3(grid_units * kClusterM), config.blockDim = dim3(Traits::kThreads);
-    config.dynamicSmemBytes = Traits::kSmemBytes, config.stream = stream, config.attrs = &cluster, config.numAttrs = 1;
-    FC_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, tm_q, tm_k, tm_v, tm_o, params));
+    const ClusterLaunchConfig<Traits> launch(grid_units * kClusterM, stream);
+    FC_CUDA_RETURN(cudaLaunchKernelEx(&launch.config, kernel, tm_q, tm_k, tm_v, tm_o, params));
   }
   FC_CHECK_LAUNCH("sm90 forward_kernel");
   return Status::Ok();
@@ -175,12 +182,13 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
       if constexpr (Config::kClusterM > 1) {
         // Pairs of CTAs share K/V only when both visit the same KV blocks: every query row sees
         // every key (no causal mask, no window that cuts any row), and the query blocks pair up.
-        const int num_m_blocks = (p.seqlen_q + 64 * Config::kConsumerWarpgroups - 1) / (64 * Config::kConsumerWarpgroups);
+        using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
+                                           /*kVarlen=*/false, Config::kClusterM>;
+        const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
         const bool every_row_sees_every_key =
             p.seqlen_q > 0 && p.mask.first_key(p.seqlen_q - 1) <= 0 && p.mask.last_key(0) >= p.seqlen_k - 1;
         if (args.cluster && every_row_sees_every_key && num_m_blocks % Config::kClusterM == 0) {
-          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
-                                                 /*kVarlen=*/false, Config::kClusterM>>(args, stream);
+          return launch_with_traits<ClusterTraits>(args, stream);
         }
       }
       return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
