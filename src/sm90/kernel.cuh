@@ -19,6 +19,7 @@
 #include "sm90/kernel_traits.cuh"
 #include "sm90/launch_args.hpp"
 #include "sm90/mainloop.cuh"
+#include "sm90/tile_order.hpp"
 
 namespace flashcore::sm90 {
 
@@ -116,7 +117,6 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if (params.num_m_blocks % kClusterM != 0) return Status::Internal("sm90: cluster kernel with an odd query-block count");
   const int64_t num_tiles = (int64_t)(params.num_m_blocks / kClusterM) * params.heads_q * params.batch;
   if (num_tiles > INT32_MAX) return Status::Unsupported("sm90: more than 2^31 query tiles");
-  params.num_tiles = (int)num_tiles;
   if (num_tiles == 0) return Status::Ok();
 
   auto kernel = forward_kernel<Traits>;
@@ -146,10 +146,19 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   // under GQA share its bytes.
   const double kv_bytes_per_query_head =
       (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
-  const int grid_units = (int)std::min<int64_t>(num_tiles, max_units);
   const bool uneven_tiles = params.mask.window_left < params.seqlen_k || params.mask.window_right < params.seqlen_k;
-  params.heads_per_group = heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
-                                           grid_units, params.batch * params.heads_q, uneven_tiles);
+  params.heads_per_group = args.heads_per_group > 0
+                               ? std::min(args.heads_per_group, params.batch * params.heads_q)
+                               : heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
+                                                 (int)std::min<int64_t>(num_tiles, max_units),
+                                                 params.batch * params.heads_q, uneven_tiles);
+  // Tiles of unequal length go in balanced pairs (tile_order.hpp); varlen sequences have their own
+  // lengths, and the cluster kernel runs only calls whose tiles are all equally long.
+  params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && args.pair_tiles;
+  const TileOrder order{params.num_m_blocks / kClusterM, params.batch * params.heads_q, params.heads_per_group,
+                        params.pair_tiles};
+  params.num_units = order.num_units();
+  const int grid_units = std::min(params.num_units, max_units);
 
   if constexpr (kClusterM == 1) {
     kernel<<<grid_units, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);

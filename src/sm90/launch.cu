@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -186,6 +187,20 @@ bool cluster_allowed() {
   return env == nullptr || std::strcmp(env, "off") != 0;
 }
 
+// FLASHCORE_SM90_TILE_ORDER=longest: causal / windowed calls keep the plain longest-first order
+// instead of balanced pairs (tile_order.hpp).
+bool pair_tiles_allowed() {
+  const char* env = std::getenv("FLASHCORE_SM90_TILE_ORDER");
+  return env == nullptr || std::strcmp(env, "longest") != 0;
+}
+
+// FLASHCORE_SM90_HEADS_PER_GROUP=<n>: the scheduler's head groups (tile_order.hpp) hold n heads
+// instead of what the L2 rule gives (tests: many groups with small shapes; tuning). 0: the rule.
+int heads_per_group_override() {
+  const char* env = std::getenv("FLASHCORE_SM90_HEADS_PER_GROUP");
+  return env != nullptr ? std::max(std::atoi(env), 0) : 0;
+}
+
 // FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning):
 // 1 always, 0 vote, -1 the config's choice.
 int always_rescale_override() {
@@ -211,6 +226,8 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
   a.cluster = cluster_allowed();
+  a.pair_tiles = pair_tiles_allowed();
+  a.heads_per_group = heads_per_group_override();
 
   KernelParams& k = a.params;
   k.o = p.o;

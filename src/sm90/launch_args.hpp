@@ -36,12 +36,14 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
 struct LaunchArgs {
   OperandView q, k, v, o;
   DType dtype = DType::kFloat16;
-  KernelParams params;  // the tile-independent fields; the launcher fills num_m_blocks / num_tiles
+  KernelParams params;  // the tile-independent fields; the launcher fills num_m_blocks / num_units
   int sm_count = 1;
   int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
   int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
   int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
   bool cluster = true;  // false: never the cluster kernel (FLASHCORE_SM90_CLUSTER=off, tuning/tests)
+  bool pair_tiles = true;  // false: never the paired tile order (FLASHCORE_SM90_TILE_ORDER=longest, tuning/tests)
+  int heads_per_group = 0;  // 0: head_groups.hpp's rule; > 0: that many (FLASHCORE_SM90_HEADS_PER_GROUP, tests)
 };
 
 // One per built (Dqk, Dv, dtype) instantiation unit.

@@ -20,8 +20,9 @@ struct KernelParams {
   int heads_per_kv = 1;  // Hq / Hkv: query head h reads KV head h / heads_per_kv
 
   int num_m_blocks = 0;  // ceil(Sq / kBlockM)
-  int num_tiles = 0;     // num_m_blocks * Hq * B
-  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (scheduler.cuh)
+  int num_units = 0;     // units of the tile order (tile_order.hpp): tiles, pairs of tiles, cluster pairs
+  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (tile_order.hpp)
+  bool pair_tiles = false;  // tile_order.hpp's paired order (causal / windowed one-CTA dense calls)
 
   attn::VisibilityMask mask;  // the visibility rule at the dense lengths (varlen: max_seqlen_q/k)
 

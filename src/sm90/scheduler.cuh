@@ -1,4 +1,4 @@
-// Persistent tile scheduler: grid = min(#tiles, #SMs). A tile is (query block of kBlockM rows,
+// Persistent tile scheduler: grid = min(#units, #SMs). A tile is (query block of kBlockM rows,
 // query head, batch entry).
 //
 // Varlen (kVarlen: cu_seqlens_q/k or seqused_k): the grid of tiles is laid over max_seqlen_q
@@ -8,24 +8,22 @@
 // Dense (!kVarlen): every tile's sequence is the launch's: seqlen_q() and mask() read KernelParams
 // (constant bank) and nothing per sequence is resolved or held in registers.
 //
-// Tile order (the sequence index t):
-//   * heads are taken in groups of `heads_per_group` (b*Hq + h consecutive), sized on the host so
-//     one group's K/V fit comfortably in L2: the CTAs running at the same time share them;
-//   * inside a group, query blocks go from the last to the first (longest first: with causal masks
-//     the last query blocks see the most keys), all heads of the group at one query block before
-//     the next block.
-// Assignment: wave w (tiles w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves
-// CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest tiles of a
+// Tile order: tile_order.hpp (head groups sized for L2; longest first; causal / windowed calls in
+// balanced pairs of tiles). It is a sequence of units of one or two tiles.
+// Assignment: wave w (units w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves
+// CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest units of a
 // wave gets one of the shortest of the next: a static approximation of longest-processing-time
-// scheduling that needs no global counter (and so stays correct with concurrent launches).
+// scheduling that needs no global counter (and so stays correct with concurrent launches). A CTA
+// runs both tiles of a paired unit before the next wave.
 // Cluster kernel (kClusterM = 2): the unit of that order is a pair of adjacent query blocks of one
 // head, and the "CTAs" are clusters: both CTAs of a cluster walk the same pairs, rank r taking query
-// block 2p + r of pair p (KernelParams::num_tiles counts pairs; num_m_blocks is even).
+// block 2p + r of pair p (KernelParams::num_units counts pairs; num_m_blocks is even).
 #pragma once
 
 #include "attention/mask.hpp"
 #include "common/host_device.hpp"
 #include "sm90/params.hpp"
+#include "sm90/tile_order.hpp"
 
 namespace flashcore::sm90 {
 
@@ -68,39 +66,63 @@ template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1>
 struct StaticPersistentScheduler {
   const KernelParams& params;
   int wave = 0;
-  int tile_index;  // sequence index t of the current tile (may be >= num_tiles in the last wave)
+  int unit_index;  // the current unit of the order (may be >= num_units in the last wave)
+  int sub = 0;     // which tile of the unit (0, or 1 for the second tile of a pair)
 
-  FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p) : params(p) { tile_index = slot(0); }
+  FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p) : params(p) { unit_index = slot(0); }
 
   // The scheduling units: CTAs, or clusters of kClusterM CTAs (a cluster's CTAs are consecutive).
   FC_DEVICE static int units() { return (int)(gridDim.x / kClusterM); }
   FC_DEVICE static int unit() { return (int)(blockIdx.x / kClusterM); }
   FC_DEVICE static int rank_in_cluster() { return (int)(blockIdx.x % kClusterM); }
 
+  // Pairs only in dense one-CTA kernels (the host sets pair_tiles only for causal / windowed
+  // calls); elsewhere `sub` stays 0 and the compiler drops the pair arithmetic.
+  static constexpr bool kMayPair = kClusterM == 1 && !kVarlen;
+
+  // The order's parameters, from the constant bank (no registers held across the loops).
+  FC_DEVICE TileOrder order() const {
+    TileOrder o;
+    o.m_units = (int)((unsigned)params.num_m_blocks / kClusterM);
+    o.total_heads = params.batch * params.heads_q;
+    o.heads_per_group = params.heads_per_group;
+    o.paired = kMayPair && params.pair_tiles;
+    return o;
+  }
+
   FC_DEVICE int slot(int w) const {
     const int offset = (w & 1) ? units() - 1 - unit() : unit();
     return w * units() + offset;
   }
-  // More waves to visit. In the last wave some CTAs get no tile: has_tile() is false for them.
-  FC_DEVICE bool valid() const { return wave * units() < params.num_tiles; }
-  FC_DEVICE bool has_tile() const { return tile_index < params.num_tiles; }
-  FC_DEVICE void next() { tile_index = slot(++wave); }
+  // More waves to visit. In the last wave some CTAs get no unit: has_tile() is false for them.
+  FC_DEVICE bool valid() const { return wave * units() < params.num_units; }
+  FC_DEVICE bool has_tile() const {
+    TileSlot s;
+    return unit_index < params.num_units && order().tile(unit_index, sub, s);
+  }
+  // The unit's second tile, if it has one, else the next wave's unit.
+  FC_DEVICE void next() {
+    if constexpr (kMayPair) {
+      TileSlot second;
+      if (sub == 0 && params.pair_tiles && unit_index < params.num_units && order().tile(unit_index, 1, second)) {
+        sub = 1;
+        return;
+      }
+    }
+    sub = 0;
+    unit_index = slot(++wave);
+  }
 
   using TileT = Tile<kVarlen>;
 
+  // The current tile (after has_tile() returned true).
   FC_DEVICE TileT tile() const {
-    const int m_units = (int)((unsigned)params.num_m_blocks / kClusterM);  // query blocks, or pairs of them
-    const int group_tiles = params.heads_per_group * m_units;
-    const int group = tile_index / group_tiles;
-    const int first_head = group * params.heads_per_group;  // b * Hq + h of the group's first head
-    const int total_heads = params.batch * params.heads_q;
-    const int group_heads = min(params.heads_per_group, total_heads - first_head);
-    const int within = tile_index - group * group_tiles;
+    TileSlot slot_now;
+    order().tile(unit_index, sub, slot_now);
     TileT t;
-    t.m_block = (m_units - 1 - within / group_heads) * kClusterM + rank_in_cluster();
-    const int head_index = first_head + within % group_heads;
-    t.head = head_index % params.heads_q;
-    t.batch = head_index / params.heads_q;
+    t.m_block = slot_now.m_unit * kClusterM + rank_in_cluster();
+    t.head = slot_now.head_index % params.heads_q;
+    t.batch = slot_now.head_index / params.heads_q;
     if constexpr (kVarlen) {
       const attn::SequenceExtent seq = attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k,
                                                              params.seqused_k, params.seqlen_q, params.seqlen_k, t.batch);

@@ -42,6 +42,8 @@ struct Case {
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
   const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where eligible)
+  const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = pairs for causal / windowed calls)
+  int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   std::string name() const {
@@ -70,6 +72,8 @@ struct Case {
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
     if (*cluster) s += std::string("_cluster_") + cluster;
+    if (*tile_order) s += std::string("_order_") + tile_order;
+    if (heads_per_group > 0) s += "_hpg" + std::to_string(heads_per_group);
     return s;
   }
 };
@@ -108,11 +112,15 @@ void run_case(const Case& c) {
   if (c.block_n > 0) setenv("FLASHCORE_SM90_BLOCK_N", std::to_string(c.block_n).c_str(), 1);
   if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
   if (*c.cluster) setenv("FLASHCORE_SM90_CLUSTER", c.cluster, 1);
+  if (*c.tile_order) setenv("FLASHCORE_SM90_TILE_ORDER", c.tile_order, 1);
+  if (c.heads_per_group > 0) setenv("FLASHCORE_SM90_HEADS_PER_GROUP", std::to_string(c.heads_per_group).c_str(), 1);
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
   unsetenv("FLASHCORE_SM90_SCHEDULE");
   unsetenv("FLASHCORE_SM90_BLOCK_N");
   unsetenv("FLASHCORE_SM90_RESCALE");
   unsetenv("FLASHCORE_SM90_CLUSTER");
+  unsetenv("FLASHCORE_SM90_TILE_ORDER");
+  unsetenv("FLASHCORE_SM90_HEADS_PER_GROUP");
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
   std::printf("[sm90] %-60s rel %.3e (naive %.3e) max %.3e (naive %.3e)\n", c.name().c_str(),
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
@@ -214,6 +222,13 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; });
       add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.cluster = "off"; });
+      // The tile order (tile_order.hpp) with small head groups, so these small shapes have many
+      // groups: causal in balanced pairs with an odd block count per head (520 rows: 5 blocks of
+      // 128, 3 of 192) and an odd group size (middle blocks of two heads share a unit, one alone);
+      // a window with Sq < Sk and an even group size; the plain longest-first order for comparison.
+      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 12; c.heads_kv = 4; c.seqlen_q = 520; c.seqlen_k = 700; c.window_left = 128; c.window_right = 0; c.heads_per_group = 4; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; c.tile_order = "longest"; });
       add_varlen_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
