@@ -152,9 +152,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
                                : heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
                                                  (int)std::min<int64_t>(num_tiles, max_units),
                                                  params.batch * params.heads_q, uneven_tiles);
-  // Tiles of unequal length go in balanced pairs (tile_order.hpp); varlen sequences have their own
-  // lengths, and the cluster kernel runs only calls whose tiles are all equally long.
-  params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && args.pair_tiles;
+  // Tiles of unequal length go in balanced pairs (tile_order.hpp) unless the head groups fill whole
+  // waves; varlen sequences have their own lengths, and the cluster kernel runs only calls whose
+  // tiles are all equally long. args.pair_tiles: -1 that rule, 0 never, 1 whenever tiles are uneven.
+  const int tile_grid = (int)std::min<int64_t>(num_tiles, max_units);
+  const bool pairs_pay = args.pair_tiles > 0 ||
+                         (args.pair_tiles < 0 && !groups_fill_waves(params.num_m_blocks / kClusterM,
+                                                                    params.heads_per_group, tile_grid));
+  params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && pairs_pay;
   const TileOrder order{params.num_m_blocks / kClusterM, params.batch * params.heads_q, params.heads_per_group,
                         params.pair_tiles};
   params.num_units = order.num_units();

@@ -187,11 +187,13 @@ bool cluster_allowed() {
   return env == nullptr || std::strcmp(env, "off") != 0;
 }
 
-// FLASHCORE_SM90_TILE_ORDER=longest: causal / windowed calls keep the plain longest-first order
-// instead of balanced pairs (tile_order.hpp).
-bool pair_tiles_allowed() {
+// FLASHCORE_SM90_TILE_ORDER=longest|paired: causal / windowed calls take the plain longest-first
+// order, or balanced pairs, instead of the launcher's choice (tile_order.hpp): 0, 1; -1 unset.
+int pair_tiles_override() {
   const char* env = std::getenv("FLASHCORE_SM90_TILE_ORDER");
-  return env == nullptr || std::strcmp(env, "longest") != 0;
+  if (env != nullptr && std::strcmp(env, "longest") == 0) return 0;
+  if (env != nullptr && std::strcmp(env, "paired") == 0) return 1;
+  return -1;
 }
 
 // FLASHCORE_SM90_HEADS_PER_GROUP=<n>: the scheduler's head groups (tile_order.hpp) hold n heads
@@ -226,7 +228,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
   a.cluster = cluster_allowed();
-  a.pair_tiles = pair_tiles_allowed();
+  a.pair_tiles = pair_tiles_override();
   a.heads_per_group = heads_per_group_override();
 
   KernelParams& k = a.params;

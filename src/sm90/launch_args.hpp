@@ -42,7 +42,8 @@ struct LaunchArgs {
   int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
   int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
   bool cluster = true;  // false: never the cluster kernel (FLASHCORE_SM90_CLUSTER=off, tuning/tests)
-  bool pair_tiles = true;  // false: never the paired tile order (FLASHCORE_SM90_TILE_ORDER=longest, tuning/tests)
+  int pair_tiles = -1;   // paired tile order (tile_order.hpp): -1 where it pays, 0 never, 1 always
+                         // for uneven tiles (FLASHCORE_SM90_TILE_ORDER=longest|paired, tuning/tests)
   int heads_per_group = 0;  // 0: head_groups.hpp's rule; > 0: that many (FLASHCORE_SM90_HEADS_PER_GROUP, tests)
 };
 

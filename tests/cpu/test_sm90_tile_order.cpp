@@ -79,41 +79,55 @@ TEST(Sm90TileOrder, PairsJoinTheLongestAndShortestBlocksOfOneHead) {
 }
 
 // Static balance: mean over max of the CTAs' summed cost, a tile costing its KV blocks plus one
-// block of fixed cost (prologue, epilogue). This is the model that predicted the causal penalty the
-// H200 measured with the old order (d64 S=8k: 0.74 here; 349 / 485 TFLOPS measured with / without
-// the mask; d256 S=8k: 0.81, 617 / 751).
-double balance(int batch, int heads, int seqlen, int block_m, int block_n, int kv_dims, bool paired) {
-  constexpr int kGrid = 132;  // H200 / H100 SXM
-  flashcore::attn::VisibilityMask mask;
-  mask.seqlen_k = seqlen;
-  mask.window_right = 0;  // causal, Sq == Sk
-  const int m_units = (seqlen + block_m - 1) / block_m;
-  const int total_heads = batch * heads;
-  const int grid = std::min(kGrid, m_units * total_heads);
-  const int group = flashcore::sm90::heads_per_group(double(seqlen) * kv_dims * 2, flashcore::sm90::kL2GroupBytes,
-                                                     m_units, grid, total_heads, true);
-  const TileOrder order{m_units, total_heads, group, paired};
-  std::vector<double> load(std::min(grid, order.num_units()), 0.0);
-  walk(order, (int)load.size(), [&](int cta, const TileSlot& s) {
-    const int row_last = std::min(s.m_unit * block_m + block_m, seqlen) - 1;
-    load[cta] += mask.last_key(row_last) / block_n + 1 + 1;
-  });
-  double sum = 0.0;
-  for (double l : load) sum += l;
-  return sum / load.size() / *std::max_element(load.begin(), load.end());
+// block of fixed cost (prologue, epilogue). With the old order this model put d64 causal S=8k at
+// 0.74 and d256 S=8k at 0.81; the H200 measured 349 / 485 and 617 / 751 TFLOPS with / without the
+// mask. (It is a model: it also put d256 S=2k at 0.90 unpaired and 0.97 paired, where the H200
+// measured the unpaired order 1 % faster.)
+struct Launch {
+  int m_units, total_heads, group, grid;
+  double balance(int seqlen, int block_m, int block_n, bool paired) const {
+    flashcore::attn::VisibilityMask mask;
+    mask.seqlen_k = seqlen;
+    mask.window_right = 0;  // causal, Sq == Sk
+    const TileOrder order{m_units, total_heads, group, paired};
+    std::vector<double> load(std::min(grid, order.num_units()), 0.0);
+    walk(order, (int)load.size(), [&](int cta, const TileSlot& s) {
+      const int row_last = std::min(s.m_unit * block_m + block_m, seqlen) - 1;
+      load[cta] += mask.last_key(row_last) / block_n + 1 + 1;
+    });
+    double sum = 0.0;
+    for (double l : load) sum += l;
+    return sum / load.size() / *std::max_element(load.begin(), load.end());
+  }
+};
+
+Launch causal_launch(int batch, int heads, int seqlen, int block_m, int kv_dims) {
+  constexpr int kSms = 132;  // H200 / H100 SXM
+  Launch l;
+  l.m_units = (seqlen + block_m - 1) / block_m;
+  l.total_heads = batch * heads;
+  l.grid = std::min(kSms, l.m_units * l.total_heads);
+  l.group = flashcore::sm90::heads_per_group(double(seqlen) * kv_dims * 2, flashcore::sm90::kL2GroupBytes, l.m_units,
+                                             l.grid, l.total_heads, true);
+  return l;
 }
 
+// The launcher pairs when the head groups cut waves (kernel.cuh); the order it picks is balanced in
+// the model on every standard causal shape, and pairs are at least as balanced where it picks them.
 template <int kDqk, int kDv>
 void expect_balanced(int batch, int heads, int seqlen) {
   using C = flashcore::sm90::TileConfig<kDqk, kDv>;
   const int block_m = 64 * C::kConsumerWarpgroups;
-  const double longest = balance(batch, heads, seqlen, block_m, C::kBlockN, kDqk + kDv, false);
-  const double paired = balance(batch, heads, seqlen, block_m, C::kBlockN, kDqk + kDv, true);
+  const Launch l = causal_launch(batch, heads, seqlen, block_m, kDqk + kDv);
+  const bool paired = !flashcore::sm90::groups_fill_waves(l.m_units, l.group, l.grid);
+  const double longest = l.balance(seqlen, block_m, C::kBlockN, false);
+  const double pairs = l.balance(seqlen, block_m, C::kBlockN, true);
   const std::string where = "d" + std::to_string(kDqk) + "/" + std::to_string(kDv) + " B=" + std::to_string(batch) +
-                            " H=" + std::to_string(heads) + " S=" + std::to_string(seqlen) +
-                            ": longest-first " + std::to_string(longest) + ", paired " + std::to_string(paired);
-  EXPECT_GE(paired, 0.95) << where;
-  EXPECT_GE(paired, longest - 0.005) << where;
+                            " H=" + std::to_string(heads) + " S=" + std::to_string(seqlen) + ": longest-first " +
+                            std::to_string(longest) + ", paired " + std::to_string(pairs) +
+                            (paired ? " (paired chosen)" : " (longest-first chosen)");
+  EXPECT_GE(paired ? pairs : longest, 0.9) << where;
+  if (paired) EXPECT_GE(pairs, longest - 0.005) << where;
 }
 
 TEST(Sm90TileOrder, CausalStandardShapesAreBalanced) {
@@ -126,11 +140,25 @@ TEST(Sm90TileOrder, CausalStandardShapesAreBalanced) {
   expect_balanced<192, 128>(2, 16, 8192);
 }
 
-TEST(Sm90TileOrder, LongestFirstAloneIsUnbalancedWhereGroupsCutWaves) {
-  // The case that motivated pairs: d64 causal S=8k (B=2, H=32, kBlockM 192): 12-head groups of 43
-  // tiles are 3.9 waves, so every group after the first starts mid-wave with its longest tiles.
-  EXPECT_LT(balance(2, 32, 8192, 192, 96, 128, false), 0.8);
-  EXPECT_GT(balance(2, 32, 8192, 192, 96, 128, true), 0.95);
+TEST(Sm90TileOrder, PairsWhereGroupsCutWaves) {
+  using flashcore::sm90::groups_fill_waves;
+  // d64 causal S=8k (B=2, H=32, kBlockM 192): 12-head groups of 43 tiles are 3.9 waves, so every
+  // group after the first starts mid-wave with its longest tiles: pairs.
+  const Launch d64_8k = causal_launch(2, 32, 8192, 192, 128);
+  EXPECT_EQ(d64_8k.group, 12);
+  EXPECT_FALSE(groups_fill_waves(d64_8k.m_units, d64_8k.group, d64_8k.grid));
+  EXPECT_LT(d64_8k.balance(8192, 192, 96, false), 0.8);
+  EXPECT_GT(d64_8k.balance(8192, 192, 96, true), 0.95);
+  // d64 causal S=4k: 24-head groups of 22 tiles are exactly 4 waves: the longest-first order.
+  const Launch d64_4k = causal_launch(4, 32, 4096, 192, 128);
+  EXPECT_TRUE(groups_fill_waves(d64_4k.m_units, d64_4k.group, d64_4k.grid));
+  // d256 causal S=2k: 17 heads x 16 tiles = 2.06 waves (within a tenth): longest-first.
+  const Launch d256_2k = causal_launch(8, 8, 2048, 128, 512);
+  EXPECT_EQ(d256_2k.group * d256_2k.m_units, 272);
+  EXPECT_TRUE(groups_fill_waves(d256_2k.m_units, d256_2k.group, d256_2k.grid));
+  EXPECT_FALSE(groups_fill_waves(16, 24, 132));  // d128 S=2k: 384 tiles, 2.9 waves
+  EXPECT_TRUE(groups_fill_waves(8, 33, 132));    // exactly 2 waves
+  EXPECT_FALSE(groups_fill_waves(8, 3, 132));    // a group smaller than a wave
 }
 
 }  // namespace

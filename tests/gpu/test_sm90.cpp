@@ -42,7 +42,7 @@ struct Case {
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
   const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where eligible)
-  const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = pairs for causal / windowed calls)
+  const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
   int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
@@ -225,10 +225,12 @@ std::vector<Case> sweep() {
       // The tile order (tile_order.hpp) with small head groups, so these small shapes have many
       // groups: causal in balanced pairs with an odd block count per head (520 rows: 5 blocks of
       // 128, 3 of 192) and an odd group size (middle blocks of two heads share a unit, one alone);
-      // a window with Sq < Sk and an even group size; the plain longest-first order for comparison.
-      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; });
-      add([](Case& c) { c.batch = 2; c.heads_q = 12; c.heads_kv = 4; c.seqlen_q = 520; c.seqlen_k = 700; c.window_left = 128; c.window_right = 0; c.heads_per_group = 4; });
+      // a window with Sq < Sk and an even group size; the plain longest-first order, and the
+      // launcher's own choice (pairs: 5 x 5 or 5 x 3 tiles per group cut the waves).
+      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; c.tile_order = "paired"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 12; c.heads_kv = 4; c.seqlen_q = 520; c.seqlen_k = 700; c.window_left = 128; c.window_right = 0; c.heads_per_group = 4; c.tile_order = "paired"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; c.tile_order = "longest"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; });
       add_varlen_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
