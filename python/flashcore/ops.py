@@ -65,11 +65,52 @@ def _check_devices(q: Tensor, others) -> None:
             raise ValueError(f"{name}: must be on q's device ({q.device}), got {t.device}")
 
 
+# Kernel dtype codes (flashcore::DType) of the torch dtypes the kernels take, as plain ints.
+_KERNEL_DTYPE_CODES = {torch.float16: int(_C.DType.FLOAT16), torch.bfloat16: int(_C.DType.BFLOAT16),
+                       torch.float32: int(_C.DType.FLOAT32)}
+
+
+def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, softcap: float, causal: bool,
+                        mask_align: int, window_left: int, window_right: int, path: int):
+    """forward_impl for the common call: dense 4-D CUDA tensors on one device, no ALiBi. Returns None
+    when the call is anything else, or breaks a rule that check_inputs words (wrong ranks, dtypes,
+    layouts): the general path then runs and raises its error. The C++ validate() checks the rest,
+    with the same messages either way. Filling AttentionParams in C++ (_C.forward_dense) instead of
+    describing every tensor and setting ~40 attributes from Python is most of the op's host time."""
+    code = _KERNEL_DTYPE_CODES.get(q.dtype)
+    if (code is None or q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.dtype != q.dtype or v.dtype != q.dtype
+            or k.device != q.device or v.device != q.device):
+        return None
+    B, Sq, Hq, Dqk = q.shape
+    _, Sk, Hkv, Dv = v.shape
+    qs, ks, vs = q.stride(), k.stride(), v.stride()
+    if ((Dqk > 1 and (qs[3] != 1 or ks[3] != 1)) or (Dv > 1 and vs[3] != 1) or k.shape[0] != B
+            or v.shape[0] != B or k.shape[3] != Dqk or k.shape[1] != Sk or k.shape[2] != Hkv):
+        return None
+    out = torch.empty((B, Sq, Hq, Dv), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
+    args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), B, Sq, Hq, Dqk, Sk, Hkv, Dv,
+            qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], float(softmax_scale), float(softcap), code,
+            int(causal), mask_align, window_left, window_right, path, _current_stream_handle(q.device))
+    if q.device.index == torch.cuda.current_device():
+        _C.forward_dense(*args)
+    else:  # the C++ API runs on the current device (cudaGetDevice): make it q's
+        with torch.cuda.device(q.device):
+            _C.forward_dense(*args)
+    return out, lse
+
+
 def forward_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                  seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
                  softmax_scale: float, softcap: float, causal: bool, mask_align: int, window_left: int,
                  window_right: int, path: int) -> Tuple[Tensor, Tensor]:
     """Attention forward in flash-attn layout; returns (out, lse). softmax_scale 0 means 1/sqrt(D)."""
+    if (cu_seqlens_q is None and cu_seqlens_k is None and seqused_k is None and alibi_slopes is None
+            and q.device.type == "cuda"):
+        result = _forward_dense_cuda(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right,
+                                     path)
+        if result is not None:
+            return result
     _check_devices(q, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                        ("seqused_k", seqused_k), ("alibi_slopes", alibi_slopes)))
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None

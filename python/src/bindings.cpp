@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,6 +82,75 @@ PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
   Py_RETURN_NONE;
 }
 
+// forward_dense(q, k, v, o, lse, B, Sq, Hq, Dqk, Sk, Hkv, Dv, q strides (3), k strides (3),
+//               v strides (3), dtype, softmax_scale, softcap, causal, mask_align, window_left,
+//               window_right, path, stream): forward() of a dense flash-attn-layout call whose
+// AttentionParams is filled here instead of attribute by attribute from Python (the torch op's
+// eager path: tens of microseconds of host time per call less). Addresses are ints; strides are
+// (batch, seq, head) in elements; o is contiguous [B, Sq, Hq, Dv] and lse contiguous [B, Hq, Sq]
+// (lse may be 0). The caller (python/flashcore/ops.py) has checked what AttentionParams cannot
+// express (k and v agree on batch and heads, last dimensions contiguous); validate() checks the rest.
+PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  constexpr Py_ssize_t kArgs = 30;
+  if (nargs != kArgs) {
+    PyErr_Format(PyExc_TypeError, "forward_dense: expected %d arguments, got %zd", (int)kArgs, nargs);
+    return nullptr;
+  }
+  long long ints[kArgs] = {};
+  const int float_args[] = {21, 22};  // softmax_scale, softcap
+  double floats[2] = {};
+  for (Py_ssize_t i = 0; i < kArgs; ++i) {
+    if (i == float_args[0] || i == float_args[1]) {
+      floats[i - float_args[0]] = PyFloat_AsDouble(args[i]);
+    } else if (i < 5 || i == kArgs - 1) {
+      ints[i] = (long long)PyLong_AsUnsignedLongLong(args[i]);  // addresses and the stream handle
+    } else {
+      ints[i] = PyLong_AsLongLong(args[i]);
+    }
+    if (PyErr_Occurred()) return nullptr;
+  }
+  auto address = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(ints[i])); };
+  AttentionParams p;
+  p.q = address(0), p.k = address(1), p.v = address(2), p.o = address(3);
+  p.lse = static_cast<float*>(address(4));
+  p.batch = (int)ints[5], p.seqlen_q = (int)ints[6], p.heads_q = (int)ints[7], p.head_dim_qk = (int)ints[8];
+  p.seqlen_k = (int)ints[9], p.heads_kv = (int)ints[10], p.head_dim_v = (int)ints[11];
+  p.q_batch_stride = ints[12], p.q_seq_stride = ints[13], p.q_head_stride = ints[14];
+  p.k_batch_stride = ints[15], p.k_seq_stride = ints[16], p.k_head_stride = ints[17];
+  p.v_batch_stride = ints[18], p.v_seq_stride = ints[19], p.v_head_stride = ints[20];
+  p.softmax_scale = (float)floats[0], p.softcap = (float)floats[1];
+  p.dtype = static_cast<DType>(ints[23]);
+  p.causal = ints[24] != 0;
+  p.mask_align = static_cast<MaskAlign>(ints[25]);
+  p.window_left = (int)ints[26], p.window_right = (int)ints[27];
+  p.path = static_cast<KernelPath>(ints[28]);
+  // Sizes that do not fit an int would wrap above: refuse them here (validate() sees only ints).
+  for (int i = 5; i <= 11; ++i) {
+    if (ints[i] < 0 || ints[i] > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "forward_dense: size argument %d out of range: %lld", i, ints[i]);
+      return nullptr;
+    }
+  }
+  for (int i = 26; i <= 27; ++i) {
+    if (ints[i] < INT32_MIN || ints[i] > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "window_size: each bound must fit a 32-bit int (-1 = unbounded), got %lld", ints[i]);
+      return nullptr;
+    }
+  }
+  p.o_head_stride = p.head_dim_v;
+  p.o_seq_stride = (int64_t)p.heads_q * p.head_dim_v;
+  p.o_batch_stride = (int64_t)p.seqlen_q * p.o_seq_stride;
+  p.lse_head_stride = p.seqlen_q;
+  p.lse_batch_stride = (int64_t)p.heads_q * p.seqlen_q;
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(address(29));
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = flashcore::attention_forward(p, stream);
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  Py_RETURN_NONE;
+}
+
 // validate(params, stream=0): flashcore::validate; writes nothing.
 PyObject* py_validate(PyObject*, PyObject* args, PyObject* kwargs) {
   const AttentionParams* params = nullptr;
@@ -137,6 +207,10 @@ PyMethodDef g_status_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "forward(params, stream=0)\n\nflashcore::attention_forward on the given CUDA stream handle (0 = legacy "
      "default stream). Raises ValueError / UnsupportedError / RuntimeError with the C++ message."},
+    {"forward_dense", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_forward_dense)), METH_FASTCALL,
+     "forward_dense(q, k, v, o, lse, B, Sq, Hq, Dqk, Sk, Hkv, Dv, q_strides x3, k_strides x3, v_strides x3,\n"
+     "softmax_scale, softcap, dtype, causal, mask_align, window_left, window_right, path, stream)\n\n"
+     "forward() of a dense call, AttentionParams filled in C++ (o [B, Sq, Hq, Dv] and lse [B, Hq, Sq] contiguous)."},
     {"validate", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_validate)),
      METH_VARARGS | METH_KEYWORDS,
      "validate(params, stream=0)\n\nflashcore::validate: raises ValueError naming the argument and the rule; "

@@ -344,3 +344,60 @@ def test_softmax_rejects_bad_arguments_with_the_argument_named():
         host.softmax(np.zeros((2, 2), dtype=np.float64))
     with pytest.raises(ValueError, match="cols"):
         host.softmax(np.zeros((2, 0), dtype=np.float32))
+
+
+# _C.forward_dense: the torch op's eager path for dense calls (python/flashcore/ops.py) fills
+# AttentionParams in C++. On host arrays it reaches the same fp64 CPU path, so it must give what the
+# general path gives, bit for bit, with strided inputs, GQA, every mask flag, and the same errors.
+def _forward_dense_host(q, k, v, *, dtype_code=int(_C.DType.FLOAT32), softmax_scale=0.0, softcap=0.0, causal=False,
+                        mask_align=int(_C.MaskAlign.BOTTOM_RIGHT), window=(-1, -1), with_lse=True, sizes=None):
+    B, Sq, Hq, Dqk = q.shape
+    _, Sk, Hkv, Dv = v.shape
+    out = np.full((B, Sq, Hq, Dv), np.nan, dtype=q.dtype)
+    lse = np.full((B, Hq, Sq), np.nan, dtype=np.float32)
+    strides = [s // q.itemsize for x in (q, k, v) for s in x.strides[:3]]
+    args = [q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data, lse.ctypes.data if with_lse else 0,
+            *(sizes or (B, Sq, Hq, Dqk, Sk, Hkv, Dv)), *strides, float(softmax_scale), float(softcap), dtype_code,
+            int(causal), mask_align, window[0], window[1], int(_C.KernelPath.AUTO), 0]
+    _C.forward_dense(*args)
+    return out, lse
+
+
+@pytest.mark.parametrize("case", [
+    dict(causal=True),
+    dict(causal=True, mask_align="top_left", softmax_scale=0.3),
+    dict(window_size=(5, 2), softcap=20.0),
+    dict(),
+])
+def test_forward_dense_matches_the_general_path(case):
+    rng = np.random.default_rng(7)
+    base_q, base_k, base_v = random_qkv(rng, 2, 37, 45, 8, 8, 32, dv=16, scale=2.0)
+    # Strided views: q [B, H, S, D] memory read as [B, S, H, D]; k/v keep every other head (GQA 4).
+    q = np.ascontiguousarray(base_q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    k, v = base_k[:, :, ::4], base_v[:, :, ::4]
+    assert not q.flags.c_contiguous and k.shape[2] == 2
+    want_o, want_lse = host.attention_forward(q, k, v, **case)
+    align = int(_C.MaskAlign.TOP_LEFT if case.get("mask_align") == "top_left" else _C.MaskAlign.BOTTOM_RIGHT)
+    got_o, got_lse = _forward_dense_host(q, k, v, softmax_scale=case.get("softmax_scale", 0.0),
+                                         softcap=case.get("softcap", 0.0), causal=case.get("causal", False),
+                                         mask_align=align, window=case.get("window_size", (-1, -1)))
+    np.testing.assert_array_equal(got_o, want_o)
+    np.testing.assert_array_equal(got_lse, want_lse)
+
+
+def test_forward_dense_without_lse_and_its_errors():
+    rng = np.random.default_rng(8)
+    q, k, v = random_qkv(rng, 1, 9, 9, 2, 2, 16)
+    got_o, got_lse = _forward_dense_host(q, k, v, with_lse=False)
+    want_o, _ = host.attention_forward(q, k, v)
+    np.testing.assert_array_equal(got_o, want_o)
+    assert np.isnan(got_lse).all(), "lse = 0 (null): nothing written there"
+    # The C++ validate() names the argument and the rule, and writes nothing.
+    with pytest.raises(ValueError, match="heads"):
+        _forward_dense_host(q, k, v, sizes=(1, 9, 3, 16, 9, 2, 16))  # Hq 3 is not a multiple of Hkv 2
+    with pytest.raises(ValueError, match="out of range"):
+        _forward_dense_host(q, k, v, sizes=(1, 9, 2, 16, 9, 2, 1 << 40))
+    with pytest.raises(ValueError, match="window_size"):
+        _forward_dense_host(q, k, v, window=(1 << 40, 0))
+    with pytest.raises(TypeError, match="30 arguments"):
+        _C.forward_dense(0, 0, 0)
