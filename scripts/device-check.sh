@@ -16,6 +16,8 @@
 # the same shapes, one Markdown table: softmax.md).
 #
 # Set FLASHCORE_COMMIT to the commit being checked (the device copy has no .git).
+# The GPU machine has no GoogleTest: copy its sources into the ignored .deps/ first and carry them
+# with the call (device tool: carry [".deps/googletest"]):  cp -r /usr/src/googletest .deps/googletest
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
