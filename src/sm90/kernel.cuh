@@ -39,8 +39,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
-    ptx::mbarrier_init(&smem.q_full, 1);
-    ptx::mbarrier_init(&smem.q_empty, Traits::kConsumerWarps);
+#pragma unroll
+    for (int s = 0; s < Traits::kQStages; ++s) {
+      ptx::mbarrier_init(&smem.q_full[s], 1);
+      ptx::mbarrier_init(&smem.q_empty[s], Traits::kConsumerWarps);
+    }
 #pragma unroll
     for (int s = 0; s < Traits::kStages; ++s) {
       ptx::mbarrier_init(&smem.k_full[s], 1);

@@ -50,6 +50,9 @@ struct KernelTraits {
   static constexpr int kBlockM = 64 * kConsumerWarpgroups;  // 64 query rows per consumer warpgroup
   static constexpr int kBlockN = kBlockN_;  // Config::kBlockN, or Config::kAltBlockN when tuning
   static constexpr int kStages = kBlockN == Config::kBlockN ? Config::kStages : Config::kAltStages;
+  // Q buffers (tile_config.hpp). The serial tuning variants at kAltBlockN keep one: their larger K/V
+  // stages leave no room for two.
+  static constexpr int kQStages = kBlockN == Config::kBlockN ? Config::kQStages : 1;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
@@ -81,6 +84,7 @@ struct KernelTraits {
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
   static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
+  static_assert(kQStages == 1 || kQStages == 2, "one or two Q buffers");
   static_assert(kClusterM == 1 || (kClusterM == 2 && !kVarlen && kDqk % 128 == 0 && kDv % 128 == 0),
                 "cluster kernel: pairs of CTAs, dense calls, head dims with an even number of 64-column chunks");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
@@ -94,11 +98,11 @@ struct KernelTraits {
                 "register split exceeds the CTA's launch allocation");
 
   struct alignas(1024) SharedStorage {
-    alignas(1024) uint16_t q[kBlockM * kDqkPad];
+    alignas(1024) uint16_t q[kQStages][kBlockM * kDqkPad];
     alignas(1024) uint16_t k[kStages][kBlockN * kDqkPad];
     alignas(1024) uint16_t v[kStages][kBlockN * kDvPad];
     // Pipeline barriers; which side waits and which arrives is documented in mainloop.cuh.
-    uint64_t q_full, q_empty;
+    uint64_t q_full[kQStages], q_empty[kQStages];
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t v_tail;  // kVarlen producer only: a V block whose rows past the sequence get zeroed landed

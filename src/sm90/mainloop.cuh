@@ -1,9 +1,10 @@
 // The sm90 forward mainloop: a TMA producer and wgmma consumers around a shared-memory ring.
 //
 // Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
-//   q_full      producer -> consumers   Q tile landed (1 arrival + Q bytes of TMA transactions)
-//   q_empty     consumers -> producer   every consumer warp finished its last S = Q K^T of the tile
-//                                       (kConsumerWarps arrivals), so Q may be overwritten
+//   q_full[b]   producer -> consumers   Q tile landed in buffer b (1 arrival + Q bytes of TMA
+//                                       transactions); tiles take the kQStages buffers in turn
+//   q_empty[b]  consumers -> producer   every consumer warp finished its last S = Q K^T of the tile
+//                                       held in b (kConsumerWarps arrivals), so b may be overwritten
 //   k_full[s]   producer -> consumers   K block in stage s landed (1 arrival + K bytes)
 //   k_empty[s]  consumers -> producer   every consumer warp's S wgmma that read stage s completed
 //   v_full[s], v_empty[s]               the same for V and the O += P V wgmma
@@ -84,7 +85,7 @@ struct Producer {
     // K and V of a block go to the same stage index of their rings: one ring position for both
     // (fewer live registers in the 24-register producer).
     ptx::PipelineState<Traits::kStages> stage;
-    uint32_t q_phase = 0;
+    ptx::PipelineState<Traits::kQStages> q_stage;
     uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
     for (Scheduler sched(params); sched.valid(); sched.next()) {
       if (!sched.has_tile()) continue;
@@ -94,16 +95,18 @@ struct Producer {
       if (range.empty()) continue;  // the consumers skip this tile's mainloop too
       const int head_kv = tile.head / params.heads_per_kv;
 
-      // Q: wait until the consumers' last S of the previous tile completed (q_empty), then load.
-      // A waiter on an "empty" barrier starts at parity 1, which a fresh barrier reports complete.
-      ptx::mbarrier_wait(&smem.q_empty, q_phase ^ 1u);
+      // Q: wait until the consumers' last S of the tile that last used this buffer completed
+      // (q_empty; with two buffers that is the tile before the previous one, so this load overlaps
+      // the previous tile's last blocks), then load. A waiter on an "empty" barrier starts at
+      // parity 1, which a fresh barrier reports complete.
+      ptx::mbarrier_wait(&smem.q_empty[q_stage.index], q_stage.phase ^ 1u);
       if (leader) {
-        ptx::mbarrier_arrive_expect_tx(&smem.q_full, Traits::kQBytes);
-        tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q, tm_q, &smem.q_full,
+        ptx::mbarrier_arrive_expect_tx(&smem.q_full[q_stage.index], Traits::kQBytes);
+        tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[q_stage.index], tm_q, &smem.q_full[q_stage.index],
                                                         tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
                                                         tile.map_batch());
       }
-      q_phase ^= 1u;
+      q_stage.advance();
 
       // K and V, last block first (the masked blocks of a causal tile come first).
       for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
@@ -192,14 +195,14 @@ struct Consumer {
   int warpgroup;    // 0 .. kConsumerWarpgroups-1: owns query rows [64 warpgroup, 64 warpgroup + 64) of a tile
   int lane, warp;   // warp inside the warpgroup
   ptx::PipelineState<Traits::kStages> k_state, v_state;
-  uint32_t q_phase = 0;
+  ptx::PipelineState<Traits::kQStages> q_state;  // the current tile's Q buffer (advanced after its last Q K^T)
 
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = K block (both K-major, 128B swizzle).
   __device__ void issue_qk(float* s, const uint16_t* k_tile) const {
     // Base descriptors made opaque per call, so the compiler derives each k-step's descriptor with
     // an add just before its wgmma instead of hoisting all of them out of the KV loop (registers).
-    uint64_t desc_q = ptx::make_smem_desc(ptx::smem_addr(smem.q) + warpgroup * 64 * kRowBytes, 16, 1024);
+    uint64_t desc_q = ptx::make_smem_desc(ptx::smem_addr(smem.q[q_state.index]) + warpgroup * 64 * kRowBytes, 16, 1024);
     uint64_t desc_k = ptx::make_smem_desc(ptx::smem_addr(k_tile), 16, 1024);
     ptx::opaque(desc_q);
     ptx::opaque(desc_k);
@@ -326,15 +329,14 @@ struct Consumer {
 
     if (!range.empty()) {
       // Q of this tile landed (producer -> consumers).
-      ptx::mbarrier_wait(&smem.q_full, q_phase);
-      q_phase ^= 1u;
+      ptx::mbarrier_wait(&smem.q_full[q_state.index], q_state.phase);
       const int num_blocks = range.count();
       float factor[2];
 
       if constexpr (Traits::kSchedule == Schedule::kSerial) {
         for (int it = 0; it < num_blocks; ++it) {
           qk_to_completion(s);
-          if (it == num_blocks - 1) release(&smem.q_empty);  // last read of Q in this tile
+          if (it == num_blocks - 1) release(&smem.q_empty[q_state.index]);  // last read of Q in this tile
           prepare_scores(s, mask, range.n_last - it, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           rescale_o(o, factor);
@@ -344,7 +346,7 @@ struct Consumer {
       } else {
         // Prologue: S of the first block alone.
         qk_to_completion(s);
-        if (num_blocks == 1) release(&smem.q_empty);
+        if (num_blocks == 1) release(&smem.q_empty[q_state.index]);
         prepare_scores(s, mask, range.n_last, wg_row_first);
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
         convert_p(s, p);
@@ -366,7 +368,7 @@ struct Consumer {
           ptx::fence_registers<kAccS>(s);
           release_stage(&smem.k_empty[k_state.index]);
           k_state.advance();
-          if (it == num_blocks - 1) release(&smem.q_empty);
+          if (it == num_blocks - 1) release(&smem.q_empty[q_state.index]);
           prepare_scores(s, mask, n, wg_row_first);
           softmax.update<kAccS>(s, params.scale_log2, factor);
           pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
@@ -381,6 +383,7 @@ struct Consumer {
         // Drain: the last block's O += P V.
         pv_to_completion(o, p);
       }
+      q_state.advance();  // the next tile's Q is in the other buffer (kQStages 2)
     }
     float inv_sum[2], lse[2];
     softmax.finalize(params.scale, inv_sum, lse);

@@ -27,6 +27,12 @@ namespace flashcore::sm90 {
 // its 64-column chunks and multicasts them to both, so L2 serves every K/V byte once per pair
 // (mainloop.cuh). Other calls, and 1, use one CTA per tile. FLASHCORE_SM90_CLUSTER=off disables it.
 // Needs head dims that are whole multiples of 128 (an even number of 64-column chunks).
+// kQStages: Q buffers (1 or 2). With 2, the producer loads the next tile's Q into the other buffer
+// while the current tile still reads its own, instead of after the current tile's last Q K^T.
+// H200, fp16, A/B of one against two buffers (bench/results/2026-11-24-h200-session5-q-buffers):
+// d128 causal S=1k 385-386 -> 394 (+2 %), other d128 rows unchanged; d64 S=1k/2k +2 %, but S=8k
+// lower in all five rounds (490-501 -> 455-490), so d64 keeps one. Needs room for a second Q tile:
+// 192/128 and d256 have none.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
 //
@@ -58,6 +64,7 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
   static constexpr int kBlockN = 96;
   static constexpr int kStages = 3;
+  static constexpr int kQStages = 1;  // two: S=1k/2k +2 %, S=8k -1 to -9 % (tile_config.hpp, kQStages)
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
@@ -73,6 +80,7 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 2;
+  static constexpr int kQStages = 2;  // 2 x 32 KiB of Q + 128 KiB of K/V + 32 KiB of O staging: 226 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 176;
   static constexpr int kAltStages = 2;
@@ -93,6 +101,7 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 80;
   static constexpr int kStages = 2;
+  static constexpr int kQStages = 1;  // Q 64 KiB + K/V 160 KiB: no room for a second Q
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 48;
   static constexpr int kAltStages = 3;
@@ -118,6 +127,7 @@ struct TileConfig<96, 96> : TileConfig<128, 128> {
 template <>
 struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kAltBlockN = 112;  // d128's 176 would not fit two stages of 192-wide K
+  static constexpr int kQStages = 1;      // Q 48 KiB + K/V 160 KiB: no room for a second Q
   static constexpr bool kEpilogueTma = false;
   static constexpr int kClusterM = 1;  // K has three 64-column chunks
 };
