@@ -150,15 +150,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   const double kv_bytes_per_query_head =
       (double)params.seqlen_k * (Traits::kDqk + Traits::kDv) * 2 / params.heads_per_kv;
   const bool uneven_tiles = params.mask.window_left < params.seqlen_k || params.mask.window_right < params.seqlen_k;
+  const int tile_grid = (int)std::min<int64_t>(num_tiles, max_units);  // the grid if every unit were one tile
   params.heads_per_group = args.heads_per_group > 0
                                ? std::min(args.heads_per_group, params.batch * params.heads_q)
                                : heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
-                                                 (int)std::min<int64_t>(num_tiles, max_units),
-                                                 params.batch * params.heads_q, uneven_tiles);
+                                                 tile_grid, params.batch * params.heads_q, uneven_tiles);
   // Tiles of unequal length go in balanced pairs (tile_order.hpp) unless the head groups fill whole
   // waves; varlen sequences have their own lengths, and the cluster kernel runs only calls whose
   // tiles are all equally long. args.pair_tiles: -1 that rule, 0 never, 1 whenever tiles are uneven.
-  const int tile_grid = (int)std::min<int64_t>(num_tiles, max_units);
   const bool pairs_pay = args.pair_tiles > 0 ||
                          (args.pair_tiles < 0 && !groups_fill_waves(params.num_m_blocks / kClusterM,
                                                                     params.heads_per_group, tile_grid));
