@@ -155,12 +155,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
                                ? std::min(args.heads_per_group, params.batch * params.heads_q)
                                : heads_per_group(kv_bytes_per_query_head, kL2GroupBytes, params.num_m_blocks / kClusterM,
                                                  tile_grid, params.batch * params.heads_q, uneven_tiles);
-  // Tiles of unequal length go in balanced pairs (tile_order.hpp) unless the head groups fill whole
-  // waves; varlen sequences have their own lengths, and the cluster kernel runs only calls whose
-  // tiles are all equally long. args.pair_tiles: -1 that rule, 0 never, 1 whenever tiles are uneven.
+  // Tiles of unequal length go in balanced pairs (tile_order.hpp) when they grow with the query
+  // block (a causal triangle: no left window bound) and the head groups cut waves; varlen sequences
+  // have their own lengths, and the cluster kernel runs only calls whose tiles are all equally long.
+  // args.pair_tiles: -1 that rule, 0 never, 1 whenever tiles are uneven (tests).
+  const bool triangle = params.mask.window_left >= params.seqlen_k;
   const bool pairs_pay = args.pair_tiles > 0 ||
-                         (args.pair_tiles < 0 && !groups_fill_waves(params.num_m_blocks / kClusterM,
-                                                                    params.heads_per_group, tile_grid));
+                         (args.pair_tiles < 0 && triangle &&
+                          !groups_fill_waves(params.num_m_blocks / kClusterM, params.heads_per_group, tile_grid));
   params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && pairs_pay;
   const TileOrder order{params.num_m_blocks / kClusterM, params.batch * params.heads_q, params.heads_per_group,
                         params.pair_tiles};

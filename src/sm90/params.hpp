@@ -22,7 +22,7 @@ struct KernelParams {
   int num_m_blocks = 0;  // ceil(Sq / kBlockM)
   int num_units = 0;     // units of the tile order (tile_order.hpp): tiles, pairs of tiles, cluster pairs
   int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (tile_order.hpp)
-  bool pair_tiles = false;  // tile_order.hpp's paired order (causal / windowed one-CTA dense calls)
+  bool pair_tiles = false;  // tile_order.hpp's paired order (causal one-CTA dense calls; kernel.cuh decides)
 
   attn::VisibilityMask mask;  // the visibility rule at the dense lengths (varlen: max_seqlen_q/k)
 

@@ -8,7 +8,7 @@
 // Dense (!kVarlen): every tile's sequence is the launch's: seqlen_q() and mask() read KernelParams
 // (constant bank) and nothing per sequence is resolved or held in registers.
 //
-// Tile order: tile_order.hpp (head groups sized for L2; longest first; causal / windowed calls in
+// Tile order: tile_order.hpp (head groups sized for L2; longest first; causal calls in
 // balanced pairs of tiles). It is a sequence of units of one or two tiles.
 // Assignment: wave w (units w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves
 // CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest units of a
@@ -76,7 +76,7 @@ struct StaticPersistentScheduler {
   FC_DEVICE static int unit() { return (int)(blockIdx.x / kClusterM); }
   FC_DEVICE static int rank_in_cluster() { return (int)(blockIdx.x % kClusterM); }
 
-  // Pairs only in dense one-CTA kernels (the host sets pair_tiles only for causal / windowed
+  // Pairs only in dense one-CTA kernels (the host sets pair_tiles only for causal
   // calls); elsewhere `sub` stays 0 and the compiler drops the pair arithmetic.
   static constexpr bool kMayPair = kClusterM == 1 && !kVarlen;
 

@@ -14,9 +14,11 @@
 //     within one such run: where a new group starts again with its longest tiles mid-wave, the CTAs
 //     that just got long tiles get long ones again (H200, d64 causal S=8k: 74% static balance,
 //     349 TFLOPS against 485 without the mask);
-//   * paired (causal / windowed calls, every group but the last): block m_units-1-p with block p of
-//     the same head, whose key counts add up to about the same for every p, so every unit costs
-//     about the same and no alignment of groups to waves matters. With an odd block count the
+//   * paired (causal calls, every group but the last): block m_units-1-p with block p of the same
+//     head, whose key counts add up to about the same for every p, so every unit costs about the
+//     same and no alignment of groups to waves matters. (A sliding window's tiles are all about
+//     equally long but the first few: longest-first is balanced there, and pairs would join a
+//     short tile with a full one; the launcher keeps them unpaired.) With an odd block count the
 //     middle blocks of two heads form a unit. The last group stays unpaired, longest first: its
 //     short tiles fill the last waves evenly.
 #pragma once

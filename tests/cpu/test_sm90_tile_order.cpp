@@ -85,15 +85,18 @@ TEST(Sm90TileOrder, PairsJoinTheLongestAndShortestBlocksOfOneHead) {
 // measured the unpaired order 1 % faster.)
 struct Launch {
   int m_units, total_heads, group, grid;
-  double balance(int seqlen, int block_m, int block_n, bool paired) const {
+  // Causal (Sq == Sk) unless a left window bound is given.
+  double balance(int seqlen, int block_m, int block_n, bool paired, int window_left = -1) const {
     flashcore::attn::VisibilityMask mask;
     mask.seqlen_k = seqlen;
-    mask.window_right = 0;  // causal, Sq == Sk
+    mask.window_right = 0;
+    if (window_left >= 0) mask.window_left = window_left;
     const TileOrder order{m_units, total_heads, group, paired};
     std::vector<double> load(std::min(grid, order.num_units()), 0.0);
     walk(order, (int)load.size(), [&](int cta, const TileSlot& s) {
-      const int row_last = std::min(s.m_unit * block_m + block_m, seqlen) - 1;
-      load[cta] += mask.last_key(row_last) / block_n + 1 + 1;
+      const int row_first = s.m_unit * block_m;
+      const int row_last = std::min(row_first + block_m, seqlen) - 1;
+      load[cta] += mask.last_key(row_last) / block_n - mask.first_key(row_first) / block_n + 1 + 1;
     });
     double sum = 0.0;
     for (double l : load) sum += l;
@@ -159,6 +162,18 @@ TEST(Sm90TileOrder, PairsWhereGroupsCutWaves) {
   EXPECT_FALSE(groups_fill_waves(16, 24, 132));  // d128 S=2k: 384 tiles, 2.9 waves
   EXPECT_TRUE(groups_fill_waves(8, 33, 132));    // exactly 2 waves
   EXPECT_FALSE(groups_fill_waves(8, 3, 132));    // a group smaller than a wave
+}
+
+TEST(Sm90TileOrder, SlidingWindowsAreBalancedLongestFirst) {
+  // A window's tiles are all about equally long but the first few, so the launcher keeps the
+  // unpaired order for them (kernel.cuh): balanced in the model (0.98, 0.99, 1.00 for these three
+  // windows; pairs: 0.99, 0.99, 0.98).
+  const Launch l = causal_launch(4, 32, 8192, 128, 256);  // d128 B=4 H=32 S=8k
+  for (const int left : {256, 1024, 4096}) {
+    const double longest = l.balance(8192, 128, 128, false, left);
+    EXPECT_GE(longest, 0.95) << "window_left " << left;
+    EXPECT_GE(longest, l.balance(8192, 128, 128, true, left) - 0.02) << "window_left " << left;
+  }
 }
 
 }  // namespace
