@@ -17,7 +17,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import is_fake
 
 from . import _C
-from ._params import ArrayDesc, build_params, check_inputs, output_shapes
+from ._params import KERNEL_DTYPES, ArrayDesc, build_params, check_inputs, output_shapes
 from ._softmax_args import KERNEL_DTYPE_CODES, rows_and_cols
 
 _TORCH_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int32: "int32"}
@@ -66,8 +66,16 @@ def _check_devices(q: Tensor, others) -> None:
 
 
 # Kernel dtype codes (flashcore::DType) of the torch dtypes the kernels take, as plain ints.
-_KERNEL_DTYPE_CODES = {torch.float16: int(_C.DType.FLOAT16), torch.bfloat16: int(_C.DType.BFLOAT16),
-                       torch.float32: int(_C.DType.FLOAT32)}
+_KERNEL_DTYPE_CODES = {t: int(KERNEL_DTYPES[name]) for t, name in _TORCH_DTYPES.items() if name in KERNEL_DTYPES}
+
+
+def _call_on_device(device: torch.device, fn, *args) -> None:
+    """fn(*args) with `device` current: the C++ API runs on the current device (cudaGetDevice)."""
+    if device.index == torch.cuda.current_device():
+        fn(*args)
+    else:
+        with torch.cuda.device(device):
+            fn(*args)
 
 
 def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, softcap: float, causal: bool,
@@ -92,11 +100,7 @@ def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, s
     args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), B, Sq, Hq, Dqk, Sk, Hkv, Dv,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], float(softmax_scale), float(softcap), code,
             int(causal), mask_align, window_left, window_right, path, _current_stream_handle(q.device))
-    if q.device.index == torch.cuda.current_device():
-        _C.forward_dense(*args)
-    else:  # the C++ API runs on the current device (cudaGetDevice): make it q's
-        with torch.cuda.device(q.device):
-            _C.forward_dense(*args)
+    _call_on_device(q.device, _C.forward_dense, *args)
     return out, lse
 
 
@@ -129,12 +133,7 @@ def forward_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor]
                           causal=causal, mask_align=mask_align, window_left=window_left,
                           window_right=window_right, path=path)
     if q.device.type == "cuda":
-        stream = _current_stream_handle(q.device)
-        if q.device.index == torch.cuda.current_device():
-            _C.forward(params, stream)
-        else:  # the C++ API runs on the current device (cudaGetDevice): make it q's
-            with torch.cuda.device(q.device):
-                _C.forward(params, stream)
+        _call_on_device(q.device, _C.forward, params, _current_stream_handle(q.device))
     else:
         _C.forward(params, 0)  # host memory: the fp64 CPU reference, synchronous
     return out, lse

@@ -96,12 +96,12 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_Format(PyExc_TypeError, "forward_dense: expected %d arguments, got %zd", (int)kArgs, nargs);
     return nullptr;
   }
+  constexpr Py_ssize_t kScaleArg = 21, kSoftcapArg = 22;  // the two floats; every other argument is an int
   long long ints[kArgs] = {};
-  const int float_args[] = {21, 22};  // softmax_scale, softcap
-  double floats[2] = {};
+  double floats[kArgs] = {};
   for (Py_ssize_t i = 0; i < kArgs; ++i) {
-    if (i == float_args[0] || i == float_args[1]) {
-      floats[i - float_args[0]] = PyFloat_AsDouble(args[i]);
+    if (i == kScaleArg || i == kSoftcapArg) {
+      floats[i] = PyFloat_AsDouble(args[i]);
     } else if (i < 5 || i == kArgs - 1) {
       ints[i] = (long long)PyLong_AsUnsignedLongLong(args[i]);  // addresses and the stream handle
     } else {
@@ -115,10 +115,11 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   p.lse = static_cast<float*>(address(4));
   p.batch = (int)ints[5], p.seqlen_q = (int)ints[6], p.heads_q = (int)ints[7], p.head_dim_qk = (int)ints[8];
   p.seqlen_k = (int)ints[9], p.heads_kv = (int)ints[10], p.head_dim_v = (int)ints[11];
+  flashcore::set_dense_strides(p);  // o and lse are contiguous; q, k, v take the given strides below
   p.q_batch_stride = ints[12], p.q_seq_stride = ints[13], p.q_head_stride = ints[14];
   p.k_batch_stride = ints[15], p.k_seq_stride = ints[16], p.k_head_stride = ints[17];
   p.v_batch_stride = ints[18], p.v_seq_stride = ints[19], p.v_head_stride = ints[20];
-  p.softmax_scale = (float)floats[0], p.softcap = (float)floats[1];
+  p.softmax_scale = (float)floats[kScaleArg], p.softcap = (float)floats[kSoftcapArg];
   p.dtype = static_cast<DType>(ints[23]);
   p.causal = ints[24] != 0;
   p.mask_align = static_cast<MaskAlign>(ints[25]);
@@ -137,11 +138,6 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       return nullptr;
     }
   }
-  p.o_head_stride = p.head_dim_v;
-  p.o_seq_stride = (int64_t)p.heads_q * p.head_dim_v;
-  p.o_batch_stride = (int64_t)p.seqlen_q * p.o_seq_stride;
-  p.lse_head_stride = p.seqlen_q;
-  p.lse_batch_stride = (int64_t)p.heads_q * p.seqlen_q;
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(address(29));
   Status status;
   Py_BEGIN_ALLOW_THREADS

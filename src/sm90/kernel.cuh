@@ -164,9 +164,7 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
                          (args.pair_tiles < 0 && triangle &&
                           !groups_fill_waves(params.num_m_blocks / kClusterM, params.heads_per_group, tile_grid));
   params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && pairs_pay;
-  const TileOrder order{params.num_m_blocks / kClusterM, params.batch * params.heads_q, params.heads_per_group,
-                        params.pair_tiles};
-  params.num_units = order.num_units();
+  params.num_units = TileScheduler<Traits>::order_of(params).num_units();
   const int grid_units = std::min(params.num_units, max_units);
 
   if constexpr (kClusterM == 1) {

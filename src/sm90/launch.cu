@@ -187,8 +187,9 @@ bool cluster_allowed() {
   return env == nullptr || std::strcmp(env, "off") != 0;
 }
 
-// FLASHCORE_SM90_TILE_ORDER=longest|paired: causal / windowed calls take the plain longest-first
-// order, or balanced pairs, instead of the launcher's choice (tile_order.hpp): 0, 1; -1 unset.
+// FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
+// plain longest-first order, or balanced pairs, instead of the launcher's choice (kernel.cuh,
+// tile_order.hpp): 0, 1; -1 unset.
 int pair_tiles_override() {
   const char* env = std::getenv("FLASHCORE_SM90_TILE_ORDER");
   if (env != nullptr && std::strcmp(env, "longest") == 0) return 0;

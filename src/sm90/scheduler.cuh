@@ -80,15 +80,17 @@ struct StaticPersistentScheduler {
   // calls); elsewhere `sub` stays 0 and the compiler drops the pair arithmetic.
   static constexpr bool kMayPair = kClusterM == 1 && !kVarlen;
 
-  // The order's parameters, from the constant bank (no registers held across the loops).
-  FC_DEVICE TileOrder order() const {
+  // The launch's order (the launcher sizes the grid from it too). On the device its fields come
+  // from the constant bank, so no registers are held across the loops.
+  static FC_HOST_DEVICE TileOrder order_of(const KernelParams& p) {
     TileOrder o;
-    o.m_units = (int)((unsigned)params.num_m_blocks / kClusterM);
-    o.total_heads = params.batch * params.heads_q;
-    o.heads_per_group = params.heads_per_group;
-    o.paired = kMayPair && params.pair_tiles;
+    o.m_units = (int)((unsigned)p.num_m_blocks / kClusterM);
+    o.total_heads = p.batch * p.heads_q;
+    o.heads_per_group = p.heads_per_group;
+    o.paired = kMayPair && p.pair_tiles;
     return o;
   }
+  FC_DEVICE TileOrder order() const { return order_of(params); }
 
   FC_DEVICE int slot(int w) const {
     const int offset = (w & 1) ? units() - 1 - unit() : unit();
@@ -104,7 +106,7 @@ struct StaticPersistentScheduler {
   FC_DEVICE void next() {
     if constexpr (kMayPair) {
       TileSlot second;
-      if (sub == 0 && params.pair_tiles && unit_index < params.num_units && order().tile(unit_index, 1, second)) {
+      if (sub == 0 && unit_index < params.num_units && order().tile(unit_index, 1, second)) {
         sub = 1;
         return;
       }
