@@ -25,8 +25,10 @@ Status launch_row_per_block(const SoftmaxProblem& p) {
     while (instantiated < vecs_per_thread) instantiated *= 2;
     const int64_t threads = ceil_div(ceil_div(vecs_per_row, instantiated), kWarpSize) * kWarpSize;
     if (threads > kMaxThreadsPerBlock) return Status::Internal("launch_row_per_block: row needs > 1024 threads");
-    return launch_row_in_registers<T, kVec, /*kBlockPerRow=*/true>(
-        p, int(instantiated), grid_for(p.rows), int(threads), "row_per_block_kernel");
+    // The PDL prologue on grids of one wave only (row_in_registers.cuh).
+    return launch_row_in_registers<T, kVec, /*kBlockPerRow=*/true>(p, int(instantiated), grid_for(p.rows), int(threads),
+                                                                    "row_per_block_kernel",
+                                                                    grid_is_one_wave(p.rows, int(threads), p.sm_count));
   });
 }
 
