@@ -132,8 +132,9 @@ struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kClusterM = 1;  // K has three 64-column chunks
 };
 
-// The scheduler interleaves the tiles of as many heads as keep their K/V within this many bytes,
-// so the CTAs running together share K/V in L2 (H100/H200: 50/60 MB of L2).
+// Calls with uneven tiles (causal, windowed): the scheduler interleaves the tiles of as many heads
+// as keep their K/V within this many bytes, so the CTAs running together share K/V in L2
+// (H100/H200: 50/60 MB of L2). Equal tiles go head after head (head_groups.hpp).
 inline constexpr double kL2GroupBytes = 24.0 * 1024 * 1024;
 
 }  // namespace flashcore::sm90
