@@ -30,9 +30,11 @@ namespace flashcore::sm90 {
 // kQStages: Q buffers (1 or 2). With 2, the producer loads the next tile's Q into the other buffer
 // while the current tile still reads its own, instead of after the current tile's last Q K^T.
 // H200, fp16, A/B of one against two buffers (bench/results/2026-11-24-h200-session5-q-buffers):
-// d128 causal S=1k 385-386 -> 394 (+2 %), other d128 rows unchanged; d64 S=1k/2k +2 %, but S=8k
-// lower in all five rounds (490-501 -> 455-490), so d64 keeps one. Needs room for a second Q tile:
-// 192/128 and d256 have none.
+// d128 causal S=1k 385-386 -> 394 (+2 %), other d128 rows unchanged. d64 (session 6, four rounds,
+// bench/results/2026-11-24-h200-session6-d64-q-buffers): S=1k 351-355 -> 361-363, S=2k 421-424 ->
+// 431-433, S=4k 453-457 -> 457-469, S=8k 470-494 -> 497-498, causal +1-2 %. (Session 5 had kept one
+// for d64 on a lower S=8k, but that row jumps between two levels with any one binary.) Needs room
+// for a second Q tile: 192/128 and d256 have none.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
 //
@@ -64,7 +66,7 @@ struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
   static constexpr int kBlockN = 96;
   static constexpr int kStages = 3;
-  static constexpr int kQStages = 1;  // two: S=1k/2k +2 %, S=8k -1 to -9 % (tile_config.hpp, kQStages)
+  static constexpr int kQStages = 2;  // Q 2 x 24 KiB + K/V 72 KiB + O staging 24 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
