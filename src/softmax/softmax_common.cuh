@@ -229,16 +229,6 @@ FC_DEVICE void allow_next_grid_to_start() {
 #endif
 }
 
-// Asks L2 for a row's bytes [ptr, ptr + bytes) in one bulk prefetch when `active` (ptr and bytes
-// multiples of 16: the vectorized kernels' rows). Called before wait_for_previous_grid: a prefetch
-// is only a cache hint, and L2 is where every SM's writes meet, so if the previous grid still
-// writes x, L2 ends up with its writes, not stale bytes; the loads that read x into registers or
-// shared memory still wait (and do). What it buys: a block that starts during the previous call's
-// tail has its row on the way from DRAM while that call drains, instead of after it.
-// Rows longer than this are not prefetched: H200, 8192x32000 fp32 (125 KiB rows) was 8-11 % slower
-// with the prefetch, bf16 (62.5 KiB) 1.6 % faster.
-inline constexpr uint32_t kPrefetchMaxRowBytes = 64 * 1024;
-
 // Threads an SM holds (sm_90 and sm_80): with rows * threads per row at most sm_count times this,
 // a one-row-per-block grid is resident all at once ("one wave"), registers and shared memory
 // permitting. The launchers of steps 6 and 8 choose the PDL prologue by it (measured, see there).
@@ -247,6 +237,16 @@ inline bool grid_is_one_wave(int64_t blocks, int threads, int sm_count) {
   return blocks * threads <= int64_t(sm_count) * kMaxThreadsPerSm;
 }
 
+// Rows longer than this are not prefetched: H200, 8192x32000 fp32 (125 KiB rows) was 8-11 % slower
+// with the prefetch, bf16 (62.5 KiB) 1.6 % faster.
+inline constexpr uint32_t kPrefetchMaxRowBytes = 64 * 1024;
+
+// Asks L2 for a row's bytes [ptr, ptr + bytes) in one bulk prefetch when `active` (ptr and bytes
+// multiples of 16: the vectorized kernels' rows). Called before wait_for_previous_grid: a prefetch
+// is only a cache hint, and L2 is where every SM's writes meet, so if the previous grid still
+// writes x, L2 ends up with its writes, not stale bytes; the loads that read x into registers or
+// shared memory still wait (and do). What it buys: a block that starts during the previous call's
+// tail has its row on the way from DRAM while that call drains, instead of after it.
 FC_DEVICE void prefetch_row_to_l2(const void* ptr, uint32_t bytes, bool active) {
   active = active && bytes <= kPrefetchMaxRowBytes;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
