@@ -157,13 +157,14 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
                                                  tile_grid, params.batch * params.heads_q, uneven_tiles);
   // Tiles of unequal length go in balanced pairs (tile_order.hpp) when they grow with the query
   // block (a causal triangle: no left window bound) and the head groups cut waves; varlen sequences
-  // have their own lengths, and the cluster kernel runs only calls whose tiles are all equally long.
+  // have their own lengths, and the cluster kernel runs only calls whose tiles are all equally long
+  // (TileScheduler::kMayPair).
   // args.pair_tiles: -1 that rule, 0 never, 1 whenever tiles are uneven (tests).
   const bool triangle = params.mask.window_left >= params.seqlen_k;
   const bool pairs_pay = args.pair_tiles > 0 ||
                          (args.pair_tiles < 0 && triangle &&
                           !groups_fill_waves(params.num_m_blocks / kClusterM, params.heads_per_group, tile_grid));
-  params.pair_tiles = uneven_tiles && !Traits::kVarlen && kClusterM == 1 && pairs_pay;
+  params.pair_tiles = TileScheduler<Traits>::kMayPair && uneven_tiles && pairs_pay;
   params.num_units = TileScheduler<Traits>::order_of(params).num_units();
   const int grid_units = std::min(params.num_units, max_units);
 

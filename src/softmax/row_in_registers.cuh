@@ -134,16 +134,16 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
       return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name,
                                                                                  pdl_prologue);
     }
+    const auto launch = [&](auto kernel) {
+      return launch_softmax_kernel(name, kernel, grid, threads, 0, p.stream, p.programmatic_launch,
+                                   static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+    };
     if constexpr (kBlockPerRow && kVec > 1) {
       if (pdl_prologue && p.programmatic_launch) {
-        return launch_softmax_kernel(name, row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>, grid,
-                                     threads, 0, p.stream, p.programmatic_launch, static_cast<const T*>(p.x),
-                                     static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+        return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>);
       }
     }
-    return launch_softmax_kernel(name, row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>, grid,
-                                 threads, 0, p.stream, p.programmatic_launch, static_cast<const T*>(p.x),
-                                 static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+    return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>);
   }
 }
 

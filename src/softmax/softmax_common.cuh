@@ -229,9 +229,10 @@ FC_DEVICE void allow_next_grid_to_start() {
 #endif
 }
 
-// Threads an SM holds (sm_90 and sm_80): with rows * threads per row at most sm_count times this,
-// a one-row-per-block grid is resident all at once ("one wave"), registers and shared memory
-// permitting. The launchers of steps 6 and 8 choose the PDL prologue by it (measured, see there).
+// Threads an SM holds on every architecture with PDL (sm_90+), the only ones that run the prologue:
+// with rows * threads per row at most sm_count times this, a one-row-per-block grid is resident all
+// at once ("one wave"), registers and shared memory permitting. The launchers of steps 6 and 8
+// choose the PDL prologue by it (measured, see there).
 inline constexpr int64_t kMaxThreadsPerSm = 2048;
 inline bool grid_is_one_wave(int64_t blocks, int threads, int sm_count) {
   return blocks * threads <= int64_t(sm_count) * kMaxThreadsPerSm;
