@@ -189,27 +189,33 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     return launch_with_traits<VarlenTraits>(args, stream);
   }
   const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);
-  if (args.block_n == 0 || args.block_n == Config::kBlockN) {
+  // Every query row sees every key (no causal mask, no window that cuts any row): the kernels with
+  // the mask-free main loop (kAllKeysVisible, at kDenseBlockN) take the call.
+  const bool all_keys_visible =
+      p.seqlen_q > 0 && p.mask.first_key(p.seqlen_q - 1) <= 0 && p.mask.last_key(0) >= p.seqlen_k - 1;
+  const int configured_block_n = all_keys_visible ? Config::kDenseBlockN : Config::kBlockN;
+  if (args.block_n == 0 || args.block_n == configured_block_n) {
     if (schedule == Schedule::kSerial) {
       return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kBlockN>>(args, stream);
     }
     // The overlap schedule is built only where it is the configured one: for the others its
     // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
     if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
-      if constexpr (Config::kClusterM > 1) {
-        // Pairs of CTAs share K/V only when both visit the same KV blocks: every query row sees
-        // every key (no causal mask, no window that cuts any row), and the query blocks pair up.
-        using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
-                                           /*kVarlen=*/false, Config::kClusterM>;
-        const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
-        const bool every_row_sees_every_key =
-            p.seqlen_q > 0 && p.mask.first_key(p.seqlen_q - 1) <= 0 && p.mask.last_key(0) >= p.seqlen_k - 1;
-        if (args.cluster && every_row_sees_every_key && num_m_blocks % Config::kClusterM == 0) {
-          return launch_with_traits<ClusterTraits>(args, stream);
-        }
+      if (!all_keys_visible) {
+        return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
+            args, stream);
       }
-      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
-          args, stream);
+      if constexpr (Config::kClusterM > 1) {
+        // Pairs of CTAs share K/V: both visit the same KV blocks (every row sees every key), the
+        // query blocks pair up, and the sequence is long enough for the saved L2 traffic to pay.
+        using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+                                           /*kVarlen=*/false, Config::kClusterM, /*kAllKeysVisible=*/true>;
+        const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
+        const bool cluster_pays = args.cluster > 0 || (args.cluster < 0 && p.seqlen_k >= Config::kClusterMinSeqlenK);
+        if (cluster_pays && num_m_blocks % Config::kClusterM == 0) return launch_with_traits<ClusterTraits>(args, stream);
+      }
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+                                             /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/true>>(args, stream);
     }
     return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(kDqk));
   }

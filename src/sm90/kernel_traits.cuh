@@ -34,8 +34,11 @@ template <> struct ElementTraits<__nv_bfloat16> {
 // whose producer is one thread (launch: kernel.cuh, launch_forward).
 // kClusterM_: 1, or 2 for the cluster kernel (tile_config.hpp, kClusterM): two CTAs on adjacent query
 // blocks of one head, each loading half of every K/V block's 64-column chunks for both.
+// kAllKeysVisible_: the kernel for calls in which every query row sees every key (no causal mask, no
+// window; the cluster kernel's calls too): only a tile's first KV block, the one that can hold the Sk
+// tail, is masked, and the main loop has no mask code (tile_config.hpp, kDenseBlockN).
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
-          int kClusterM_ = 1>
+          int kClusterM_ = 1, bool kAllKeysVisible_ = false>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_>;
   using Element = Element_;
@@ -43,16 +46,19 @@ struct KernelTraits {
   static constexpr Schedule kSchedule = kSchedule_;
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kClusterM = kClusterM_;
+  static constexpr bool kAllKeysVisible = kAllKeysVisible_;
 
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;
   static constexpr int kConsumerWarpgroups = Config::kConsumerWarpgroups;
   static constexpr int kBlockM = 64 * kConsumerWarpgroups;  // 64 query rows per consumer warpgroup
-  static constexpr int kBlockN = kBlockN_;  // Config::kBlockN, or Config::kAltBlockN when tuning
-  static constexpr int kStages = kBlockN == Config::kBlockN ? Config::kStages : Config::kAltStages;
+  // Config::kBlockN (Config::kDenseBlockN for kAllKeysVisible), or Config::kAltBlockN when tuning.
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr bool kConfiguredBlockN = kBlockN == (kAllKeysVisible ? Config::kDenseBlockN : Config::kBlockN);
+  static constexpr int kStages = kConfiguredBlockN ? Config::kStages : Config::kAltStages;
   // Q buffers (tile_config.hpp). The serial tuning variants at kAltBlockN keep one: their larger K/V
   // stages leave no room for two.
-  static constexpr int kQStages = kBlockN == Config::kBlockN ? Config::kQStages : 1;
+  static constexpr int kQStages = kConfiguredBlockN ? Config::kQStages : 1;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
@@ -85,8 +91,10 @@ struct KernelTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");
   static_assert(kDv <= 256, "O = P V is one wgmma of N = Dv");
   static_assert(kQStages == 1 || kQStages == 2, "one or two Q buffers");
-  static_assert(kClusterM == 1 || (kClusterM == 2 && !kVarlen && kDqk % 128 == 0 && kDv % 128 == 0),
-                "cluster kernel: pairs of CTAs, dense calls, head dims with an even number of 64-column chunks");
+  static_assert(kClusterM == 1 || (kClusterM == 2 && !kVarlen && kAllKeysVisible && kDqk % 128 == 0 && kDv % 128 == 0),
+                "cluster kernel: pairs of CTAs, calls whose rows see every key, head dims with an even number "
+                "of 64-column chunks");
+  static_assert(!kAllKeysVisible || !kVarlen, "the mask-free main loop is built for dense calls only");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
   // setmaxnreg moves registers between the warps of a CTA, within what the CTA got at launch: the
   // per-thread launch cap (65536 / kThreads, in steps of 8) times kThreads, NOT the whole register

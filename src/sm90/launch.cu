@@ -85,12 +85,13 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-// Shared memory the (Dqk, Dv) configuration's dense kernel asks for (the kVarlen one has the same
-// layout).
+// Shared memory the (Dqk, Dv) configuration's kernels ask for: the larger of the masked kernel's
+// (the kVarlen one has the same layout) and the kDenseBlockN one's.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
-  return KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes;
+  return std::max(KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
+                  KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes);
 }
 size_t smem_needed(int dqk, int dv) {
   if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();
@@ -181,10 +182,13 @@ int block_n_override() {
   return env != nullptr ? std::atoi(env) : 0;
 }
 
-// FLASHCORE_SM90_CLUSTER=off: never the two-CTA cluster kernel (tile_config.hpp, kClusterM).
-bool cluster_allowed() {
+// FLASHCORE_SM90_CLUSTER=off|on: never the two-CTA cluster kernel (tile_config.hpp, kClusterM), or
+// whenever the call allows it, whatever its length: 0, 1; -1 unset (the config's rule).
+int cluster_override() {
   const char* env = std::getenv("FLASHCORE_SM90_CLUSTER");
-  return env == nullptr || std::strcmp(env, "off") != 0;
+  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
+  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
+  return -1;
 }
 
 // FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
@@ -228,7 +232,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.schedule = (int)schedule_override();
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
-  a.cluster = cluster_allowed();
+  a.cluster = cluster_override();
   a.pair_tiles = pair_tiles_override();
   a.heads_per_group = heads_per_group_override();
 

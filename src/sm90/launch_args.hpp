@@ -41,7 +41,9 @@ struct LaunchArgs {
   int schedule = -1;    // -1: the tile config's schedule; otherwise a Schedule value (tuning/tests)
   int always_rescale = -1;  // -1: the tile config's kAlwaysRescaleO; 0/1 override (tuning)
   int block_n = 0;      // 0: the tile config's kBlockN; otherwise kBlockN or kAltBlockN (tuning)
-  bool cluster = true;  // false: never the cluster kernel (FLASHCORE_SM90_CLUSTER=off, tuning/tests)
+  // The cluster kernel (tile_config.hpp, kClusterM): -1 where the config's kClusterMinSeqlenK says it
+  // pays, 0 never, 1 whenever the call allows it (FLASHCORE_SM90_CLUSTER=off|on, tuning/tests).
+  int cluster = -1;
   int pair_tiles = -1;   // paired tile order (tile_order.hpp): -1 where it pays, 0 never, 1 always
                          // for uneven tiles (FLASHCORE_SM90_TILE_ORDER=longest|paired, tuning/tests)
   int heads_per_group = 0;  // 0: head_groups.hpp's rule; > 0: that many (FLASHCORE_SM90_HEADS_PER_GROUP, tests)

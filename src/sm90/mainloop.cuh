@@ -295,11 +295,14 @@ struct Consumer {
     v_state.advance();
   }
 
-  // Softcap, then the visibility mask (only on blocks that are not fully visible to this
-  // warpgroup's 64 rows: tails, causal diagonal, window edges).
+  // Softcap, then, for kMasked, the visibility mask (only on blocks that are not fully visible to
+  // this warpgroup's 64 rows: tails, causal diagonal, window edges). kMasked = false: blocks known
+  // to be fully visible (kAllKeysVisible's main loop), no mask code there, so fewer live registers.
   // `mask`: the tile's sequence's (Scheduler::mask); keys past the sequence's end are invisible there.
+  template <bool kMasked = true>
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
+    if constexpr (!kMasked) return;
     const int key_first = n_block * kBlockN;
     if (!mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
       const int row0 = wg_row_first + 16 * warp + lane / 4;
@@ -313,6 +316,41 @@ struct Consumer {
     if (params.always_rescale_o || __any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f)) {
       scale_rows<kAccO>(o, factor);
     }
+  }
+
+  // ---- One KV block of the overlap schedule (every block after a tile's first) ------------------
+  // Entry: s holds P_{n+1}'s unnormalized probabilities already packed into p, O has everything up
+  // to block n + 2. Exit: p holds P_n, O everything up to block n + 1.
+  template <bool kMasked>
+  __device__ void overlap_step(float* o, float* s, uint32_t* p, OnlineSoftmax& softmax, const attn::VisibilityMask& mask,
+                               int n, int wg_row_first, bool last_block) {
+    float factor[2];
+    // Issue S_n = Q K_n^T and O += P_{n+1} V_{n+1} back to back (two commit groups).
+    ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);
+    ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);
+    gemm_turn_begin();
+    ptx::wgmma_fence();
+    issue_qk(s, smem.k[k_state.index]);
+    ptx::wgmma_commit();
+    issue_pv(o, p, smem.v[v_state.index]);
+    ptx::wgmma_commit();
+    gemm_turn_end();
+    // S_n retired (P V may still run): release K, softmax S_n.
+    ptx::wgmma_wait<1>();
+    ptx::fence_registers<kAccS>(s);
+    release_stage(&smem.k_empty[k_state.index]);
+    k_state.advance();
+    if (last_block) release(&smem.q_empty[q_state.index]);  // last read of Q in this tile
+    prepare_scores<kMasked>(s, mask, n, wg_row_first);
+    softmax.update<kAccS>(s, params.scale_log2, factor);
+    pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
+    // P_{n+1} V_{n+1} retired: release V, then O and P may be rewritten.
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kAccO>(o);
+    release_stage(&smem.v_empty[v_state.index]);
+    v_state.advance();
+    rescale_o(o, factor);
+    convert_p(s, p);
   }
 
   // ---- One tile -------------------------------------------------------------------------------
@@ -351,34 +389,13 @@ struct Consumer {
         softmax.update<kAccS>(s, params.scale_log2, factor);  // O is still 0: no rescale needed
         convert_p(s, p);
 
+        // Blocks n_last - 1 down to n_first. kAllKeysVisible: every one of them is fully visible
+        // (only the first block of a tile can hold the Sk tail), so the loop has no mask code.
+        // (Masked kernels keep one loop: split into masked and unmasked runs, the causal rows were
+        // 4-12 % slower, H200, bench/results/2026-11-24-h200-session7-blockn176.)
         for (int it = 1; it < num_blocks; ++it) {
-          const int n = range.n_last - it;
-          // Issue S_it = Q K_it^T and O += P_{it-1} V_{it-1} back to back (two commit groups).
-          ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);
-          ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);
-          gemm_turn_begin();
-          ptx::wgmma_fence();
-          issue_qk(s, smem.k[k_state.index]);
-          ptx::wgmma_commit();
-          issue_pv(o, p, smem.v[v_state.index]);
-          ptx::wgmma_commit();
-          gemm_turn_end();
-          // S_it retired (P V may still run): release K, softmax S_it.
-          ptx::wgmma_wait<1>();
-          ptx::fence_registers<kAccS>(s);
-          release_stage(&smem.k_empty[k_state.index]);
-          k_state.advance();
-          if (it == num_blocks - 1) release(&smem.q_empty[q_state.index]);
-          prepare_scores(s, mask, n, wg_row_first);
-          softmax.update<kAccS>(s, params.scale_log2, factor);
-          pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
-          // P_{it-1} V_{it-1} retired: release V, then O and P may be rewritten.
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers<kAccO>(o);
-          release_stage(&smem.v_empty[v_state.index]);
-          v_state.advance();
-          rescale_o(o, factor);
-          convert_p(s, p);
+          overlap_step<!Traits::kAllKeysVisible>(o, s, p, softmax, mask, range.n_last - it, wg_row_first,
+                                                 it == num_blocks - 1);
         }
         // Drain: the last block's O += P V.
         pv_to_completion(o, p);

@@ -25,7 +25,8 @@ namespace flashcore::sm90 {
 // kClusterM: 2 runs non-causal, window-free dense calls whose query-block count is even on clusters
 // of two CTAs (adjacent query blocks of one head) that share each K/V block: each CTA loads half of
 // its 64-column chunks and multicasts them to both, so L2 serves every K/V byte once per pair
-// (mainloop.cuh). Other calls, and 1, use one CTA per tile. FLASHCORE_SM90_CLUSTER=off disables it.
+// (mainloop.cuh), from kClusterMinSeqlenK keys on. Other calls, and 1, use one CTA per tile.
+// FLASHCORE_SM90_CLUSTER=off disables it, =on uses it whatever the length.
 // Needs head dims that are whole multiples of 128 (an even number of 64-column chunks).
 // kQStages: Q buffers (1 or 2). With 2, the producer loads the next tile's Q into the other buffer
 // while the current tile still reads its own, instead of after the current tile's last Q K^T.
@@ -37,6 +38,16 @@ namespace flashcore::sm90 {
 // for a second Q tile: 192/128 and d256 have none.
 // kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
 // FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
+// kDenseBlockN: kBlockN of the kernel for calls in which every query row sees every key (no causal
+// mask, no window). Its main loop has no mask code at all (the one block that can hold the Sk tail is
+// each tile's first, masked in the prologue), which frees registers: d64 fits kBlockN 128 there.
+// H200, fp16, same-call A/B (bench/results/2026-11-24-h200-session7-blockn176): the mask-free loop
+// alone +1-1.5 % on d128 (S=16k 602-605 -> 612, S=1k 544 -> 552); d64 at 128 instead of 96 +9 %
+// at S=1k (366 -> 400) and +6-14 % at S=8k (464-504 -> 531-535). d128 at 176 (fits too) is slower:
+// S=16k 612 -> 602, S=1k 552 -> 501.
+// kClusterMinSeqlenK: the cluster kernel only from this many keys on. Below it the two CTAs' lockstep
+// costs more than the L2 traffic it saves (same A/B, d128: S=1k 552 -> 565 without the cluster, S=4k
+// +1 %, but S=8k -1 %, S=16k -1.5 %).
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -64,9 +75,10 @@ struct TileConfig;  // only the listed pairs are built; launch.cu's supports() n
 template <>
 struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
-  static constexpr int kBlockN = 96;
+  static constexpr int kBlockN = 96;  // 128 spills 256 bytes with the mask code in the loop
+  static constexpr int kDenseBlockN = 128;  // O 32 + S, next S 64 each + P 32 fit 160 without the mask
   static constexpr int kStages = 3;
-  static constexpr int kQStages = 2;  // Q 2 x 24 KiB + K/V 72 KiB + O staging 24 KiB
+  static constexpr int kQStages = 2;  // Q 2 x 24 KiB + K/V 72 KiB (96 KiB at 128) + O staging 24 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
   static constexpr int kAltBlockN = 128;
   static constexpr int kAltStages = 3;
@@ -75,12 +87,14 @@ struct TileConfig<64, 64> {
   static constexpr bool kAlwaysRescaleO = true;
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 1;
+  static constexpr int kClusterMinSeqlenK = 0;
 };
 
 template <>
 struct TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
+  static constexpr int kDenseBlockN = 128;
   static constexpr int kStages = 2;
   static constexpr int kQStages = 2;  // 2 x 32 KiB of Q + 128 KiB of K/V + 32 KiB of O staging: 226 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
@@ -91,6 +105,7 @@ struct TileConfig<128, 128> {
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 2;
+  static constexpr int kClusterMinSeqlenK = 8192;
 };
 
 // d256: the overlap schedule at kBlockN 80 (O alone is 128 registers; ptxas spilled 68-88 bytes
@@ -102,6 +117,7 @@ template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 80;
+  static constexpr int kDenseBlockN = 80;  // shared memory, not registers, limits d256
   static constexpr int kStages = 2;
   static constexpr int kQStages = 1;  // Q 64 KiB + K/V 160 KiB: no room for a second Q
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
@@ -112,6 +128,7 @@ struct TileConfig<256, 256> {
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
   static constexpr int kClusterM = 2;
+  static constexpr int kClusterMinSeqlenK = 8192;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,

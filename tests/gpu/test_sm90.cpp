@@ -41,7 +41,7 @@ struct Case {
   const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
-  const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where eligible)
+  const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where it pays)
   const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
   int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
 
@@ -215,13 +215,16 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 700; c.causal = true; });
       add([](Case& c) { c.batch = 3; c.heads_q = 24; c.heads_kv = 24; c.seqlen_q = 520; c.seqlen_k = 333; });
       // The two-CTA cluster kernel (d128, d256: every row sees every key and the query blocks pair
-      // up; other head dims run these shapes on one CTA per tile): GQA with a key tail at input
-      // scale 10; more pairs than clusters, so each cluster runs several; a window too wide to cut
-      // any row (still the cluster kernel); and a shape it would take, with the cluster kernel off.
-      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 256; c.seqlen_k = 1000; c.input_scale = 10; });
-      add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; });
-      add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; });
+      // up; other head dims run these shapes on one CTA per tile), forced on below its length
+      // threshold: GQA with a key tail at input scale 10; more pairs than clusters, so each
+      // cluster runs several; a window too wide to cut any row (still the cluster kernel); and a
+      // shape it could take, with the cluster kernel off. (long_keys below: on by the rule.)
+      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 256; c.seqlen_k = 1000; c.input_scale = 10; c.cluster = "on"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; c.cluster = "on"; });
+      add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; c.cluster = "on"; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.cluster = "off"; });
+      // A left window edge with fully visible blocks between it and the diagonal, at input scale 10.
+      add([](Case& c) { c.seqlen_q = c.seqlen_k = 2000; c.window_left = 700; c.window_right = 0; c.input_scale = 10; });
       // The tile order (tile_order.hpp) with small head groups, so these small shapes have many
       // groups: causal in balanced pairs with an odd block count per head (520 rows: 5 blocks of
       // 128, 3 of 192) and an odd group size (middle blocks of two heads share a unit, one alone);
@@ -289,6 +292,7 @@ TEST(Sm90Sanitizer, ClusterKernel) {
     c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
     c.heads_q = 4, c.heads_kv = 2;
     c.seqlen_q = 256, c.seqlen_k = 200;
+    c.cluster = "on";  // below the length from which the launcher picks it by itself
     run_case(c);
   }
 }
