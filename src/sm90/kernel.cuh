@@ -183,9 +183,9 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv>;
   const KernelParams& p = args.params;
   if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr) {
-    // Per-sequence lengths: the kVarlen kernel, built for the configured schedule and kBlockN only
+    // Per-sequence lengths: the kVarlen kernel, built for the configured schedule and kVarlenBlockN only
     // (the FLASHCORE_SM90_SCHEDULE / _BLOCK_N tuning knobs apply to dense calls).
-    using VarlenTraits = KernelTraits<kDqk, kDv, Element, Config::kSchedule, Config::kBlockN, /*kVarlen=*/true>;
+    using VarlenTraits = KernelTraits<kDqk, kDv, Element, Config::kSchedule, Config::kVarlenBlockN, /*kVarlen=*/true>;
     return launch_with_traits<VarlenTraits>(args, stream);
   }
   const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);

@@ -85,13 +85,14 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-// Shared memory the (Dqk, Dv) configuration's kernels ask for: the larger of the masked kernel's
-// (the kVarlen one has the same layout) and the kDenseBlockN one's.
+// Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked, the
+// kAllKeysVisible and the kVarlen kernel's.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
-  return std::max(KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
-                  KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes);
+  return std::max({KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
+                   KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes,
+                   KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kVarlenBlockN, true>::kSmemBytes});
 }
 size_t smem_needed(int dqk, int dv) {
   if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();

@@ -45,6 +45,8 @@ namespace flashcore::sm90 {
 // alone +1-1.5 % on d128 (S=16k 602-605 -> 612, S=1k 544 -> 552); d64 at 128 instead of 96 +9 %
 // at S=1k (366 -> 400) and +6-14 % at S=8k (464-504 -> 531-535). d128 at 176 (fits too) is slower:
 // S=16k 612 -> 602, S=1k 552 -> 501.
+// kVarlenBlockN: kBlockN of the kVarlen kernel (per-sequence lengths), which keeps more state live
+// (d64: 128 spills 40 bytes there, so it keeps 96).
 // kClusterMinSeqlenK: the cluster kernel only from this many keys on. Below it the two CTAs' lockstep
 // costs more than the L2 traffic it saves (same A/B, d128: S=1k 552 -> 565 without the cluster, S=4k
 // +1 %, but S=8k -1 %, S=16k -1.5 %).
@@ -72,15 +74,20 @@ struct TileConfig;  // only the listed pairs are built; launch.cu's supports() n
 // registers per consumer hold O (32) + S, next S (48 each) + P (24) without spills. H200, B*S = 16k,
 // H = 32: non-causal S=8k 393 -> 482 TFLOPS (fp16), S=2k 350 -> 417, causal S=2k 287 -> 353, but
 // causal S=8k 356 -> 340 (the previous 2 x 64 rows, kBlockN 192 serial config kept that row higher).
+// Session 7: kBlockN 128 once the mask code left the dense loop (kDenseBlockN) and took the relative
+// form (softmax.cuh, apply_mask) in the masked one: dense S=1k 361 -> 405, S=8k 492-498 -> 511-515;
+// causal S=4k 416 -> 427, S=8k 462 -> 480, S=16k 455-458 -> 469-504, but S=1k 246 -> 244, S=2k
+// 363 -> 356 (bench/results/2026-11-24-h200-session7-*).
 template <>
 struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
-  static constexpr int kBlockN = 96;  // 128 spills 256 bytes with the mask code in the loop
-  static constexpr int kDenseBlockN = 128;  // O 32 + S, next S 64 each + P 32 fit 160 without the mask
+  static constexpr int kBlockN = 128;       // O 32 + S, next S 64 each + P 32 (+ the mask) fit 160
+  static constexpr int kDenseBlockN = 128;
+  static constexpr int kVarlenBlockN = 96;
   static constexpr int kStages = 3;
   static constexpr int kQStages = 2;  // Q 2 x 24 KiB + K/V 72 KiB (96 KiB at 128) + O staging 24 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
-  static constexpr int kAltBlockN = 128;
+  static constexpr int kAltBlockN = 96;
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 160;
@@ -95,6 +102,7 @@ struct TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 128;
   static constexpr int kDenseBlockN = 128;
+  static constexpr int kVarlenBlockN = 128;
   static constexpr int kStages = 2;
   static constexpr int kQStages = 2;  // 2 x 32 KiB of Q + 128 KiB of K/V + 32 KiB of O staging: 226 KiB
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
@@ -118,6 +126,7 @@ struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kBlockN = 80;
   static constexpr int kDenseBlockN = 80;  // shared memory, not registers, limits d256
+  static constexpr int kVarlenBlockN = 80;
   static constexpr int kStages = 2;
   static constexpr int kQStages = 1;  // Q 64 KiB + K/V 160 KiB: no room for a second Q
   static constexpr Schedule kSchedule = Schedule::kOverlapPingPong;
