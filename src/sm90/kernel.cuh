@@ -178,6 +178,25 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   return Status::Ok();
 }
 
+// A call in which every query row sees every key, on the kAllKeysVisible kernel of the tile shape:
+// pairs of CTAs sharing K/V (cluster kernel) where the query blocks pair up and the sequence is long
+// enough for the saved L2 traffic to pay, one CTA per tile otherwise.
+template <int kDqk, int kDv, typename Element, TileShape kShape>
+Status launch_all_keys_visible(const LaunchArgs& args, cudaStream_t stream) {
+  using Config = TileConfig<kDqk, kDv, kShape>;
+  const KernelParams& p = args.params;
+  if constexpr (Config::kClusterM > 1) {
+    using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+                                       /*kVarlen=*/false, Config::kClusterM, /*kAllKeysVisible=*/true, kShape>;
+    const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
+    const bool cluster_pays = args.cluster > 0 || (args.cluster < 0 && p.seqlen_k >= Config::kClusterMinSeqlenK);
+    if (cluster_pays && num_m_blocks % Config::kClusterM == 0) return launch_with_traits<ClusterTraits>(args, stream);
+  }
+  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+                                         /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/true, kShape>>(args,
+                                                                                                               stream);
+}
+
 template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv>;
@@ -205,17 +224,13 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
         return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
             args, stream);
       }
-      if constexpr (Config::kClusterM > 1) {
-        // Pairs of CTAs share K/V: both visit the same KV blocks (every row sees every key), the
-        // query blocks pair up, and the sequence is long enough for the saved L2 traffic to pay.
-        using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
-                                           /*kVarlen=*/false, Config::kClusterM, /*kAllKeysVisible=*/true>;
-        const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
-        const bool cluster_pays = args.cluster > 0 || (args.cluster < 0 && p.seqlen_k >= Config::kClusterMinSeqlenK);
-        if (cluster_pays && num_m_blocks % Config::kClusterM == 0) return launch_with_traits<ClusterTraits>(args, stream);
+      // Long calls of a head dim with a long-dense tile shape (tile_config.hpp) take it.
+      if constexpr (Config::kLongDenseMinSeqlenK > 0) {
+        const bool long_pays = args.long_tiles > 0 || (args.long_tiles < 0 && args.block_n == 0 &&
+                                                        p.seqlen_k >= Config::kLongDenseMinSeqlenK);
+        if (long_pays) return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kLongDense>(args, stream);
       }
-      return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
-                                             /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/true>>(args, stream);
+      return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kDefault>(args, stream);
     }
     return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(kDqk));
   }

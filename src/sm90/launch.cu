@@ -86,13 +86,19 @@ constexpr BuiltUnit kBuiltUnits[] = {
 };
 
 // Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked, the
-// kAllKeysVisible and the kVarlen kernel's.
+// kAllKeysVisible (both tile shapes) and the kVarlen kernel's.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
-  return std::max({KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
-                   KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes,
-                   KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kVarlenBlockN, true>::kSmemBytes});
+  size_t bytes = std::max({KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
+                           KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes,
+                           KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kVarlenBlockN, true>::kSmemBytes});
+  if constexpr (C::kLongDenseMinSeqlenK > 0) {
+    using L = TileConfig<kDqk, kDv, TileShape::kLongDense>;
+    bytes = std::max(bytes, KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kDenseBlockN, false, 1, true,
+                                         TileShape::kLongDense>::kSmemBytes);
+  }
+  return bytes;
 }
 size_t smem_needed(int dqk, int dv) {
   if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();
@@ -192,6 +198,15 @@ int cluster_override() {
   return -1;
 }
 
+// FLASHCORE_SM90_LONG_TILES=off|on: never the long-dense tile shape (tile_config.hpp, TileShape), or
+// for every call whose rows see every key, whatever its length: 0, 1; -1 unset (the config's rule).
+int long_tiles_override() {
+  const char* env = std::getenv("FLASHCORE_SM90_LONG_TILES");
+  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
+  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
+  return -1;
+}
+
 // FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
 // plain longest-first order, or balanced pairs, instead of the launcher's choice (kernel.cuh,
 // tile_order.hpp): 0, 1; -1 unset.
@@ -234,6 +249,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.block_n = block_n_override();
   a.always_rescale = always_rescale_override();
   a.cluster = cluster_override();
+  a.long_tiles = long_tiles_override();
   a.pair_tiles = pair_tiles_override();
   a.heads_per_group = heads_per_group_override();
 

@@ -42,6 +42,7 @@ struct Case {
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
   const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where it pays)
+  const char* long_tiles = ""; // FLASHCORE_SM90_LONG_TILES value ("" = the long-dense shape where it pays)
   const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
   int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
 
@@ -72,6 +73,7 @@ struct Case {
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
     if (*cluster) s += std::string("_cluster_") + cluster;
+    if (*long_tiles) s += std::string("_long_") + long_tiles;
     if (*tile_order) s += std::string("_order_") + tile_order;
     if (heads_per_group > 0) s += "_hpg" + std::to_string(heads_per_group);
     return s;
@@ -112,6 +114,7 @@ void run_case(const Case& c) {
   if (c.block_n > 0) setenv("FLASHCORE_SM90_BLOCK_N", std::to_string(c.block_n).c_str(), 1);
   if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
   if (*c.cluster) setenv("FLASHCORE_SM90_CLUSTER", c.cluster, 1);
+  if (*c.long_tiles) setenv("FLASHCORE_SM90_LONG_TILES", c.long_tiles, 1);
   if (*c.tile_order) setenv("FLASHCORE_SM90_TILE_ORDER", c.tile_order, 1);
   if (c.heads_per_group > 0) setenv("FLASHCORE_SM90_HEADS_PER_GROUP", std::to_string(c.heads_per_group).c_str(), 1);
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
@@ -119,6 +122,7 @@ void run_case(const Case& c) {
   unsetenv("FLASHCORE_SM90_BLOCK_N");
   unsetenv("FLASHCORE_SM90_RESCALE");
   unsetenv("FLASHCORE_SM90_CLUSTER");
+  unsetenv("FLASHCORE_SM90_LONG_TILES");
   unsetenv("FLASHCORE_SM90_TILE_ORDER");
   unsetenv("FLASHCORE_SM90_HEADS_PER_GROUP");
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
@@ -218,11 +222,17 @@ std::vector<Case> sweep() {
       // up; other head dims run these shapes on one CTA per tile), forced on below its length
       // threshold: GQA with a key tail at input scale 10; more pairs than clusters, so each
       // cluster runs several; a window too wide to cut any row (still the cluster kernel); and a
-      // shape it could take, with the cluster kernel off. (long_keys below: on by the rule.)
+      // shape it could take, with the cluster kernel off. (long_keys_cluster below: on by the rule.)
       add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 256; c.seqlen_k = 1000; c.input_scale = 10; c.cluster = "on"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; c.cluster = "on"; });
       add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; c.cluster = "on"; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.cluster = "off"; });
+      // The long-dense tile shape (d128: three consumer warpgroups at kBlockN 80), forced on below
+      // its length threshold: one CTA per tile (3 query blocks of 192) with key and query tails at
+      // input scale 10, and the cluster kernel (2 query blocks) under GQA. (long_keys and
+      // long_keys_cluster below: on by the rule.)
+      add([](Case& c) { c.seqlen_q = 500; c.seqlen_k = 777; c.input_scale = 10; c.long_tiles = "on"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 384; c.seqlen_k = 1000; c.cluster = "on"; c.long_tiles = "on"; });
       // A left window edge with fully visible blocks between it and the diagonal, at input scale 10.
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 2000; c.window_left = 700; c.window_right = 0; c.input_scale = 10; });
       // The tile order (tile_order.hpp) with small head groups, so these small shapes have many
@@ -246,6 +256,10 @@ std::vector<Case> sweep() {
   long_keys.head_dim = 128, long_keys.heads_q = long_keys.heads_kv = 4, long_keys.seqlen_q = 130;
   long_keys.seqlen_k = 16384, long_keys.dtype = DType::kFloat16;
   cases.push_back(long_keys);
+  Case long_keys_cluster;  // Sk = 8k with two query blocks of 192: the long-dense shape on the cluster kernel
+  long_keys_cluster.head_dim = 128, long_keys_cluster.heads_q = long_keys_cluster.heads_kv = 2;
+  long_keys_cluster.seqlen_q = 384, long_keys_cluster.seqlen_k = 8192;
+  cases.push_back(long_keys_cluster);
   Case empty_keys;  // Sk = 0: every row sees nothing -> o = 0, lse = -inf
   empty_keys.seqlen_q = 70, empty_keys.seqlen_k = 0;
   cases.push_back(empty_keys);
