@@ -220,15 +220,23 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     // The overlap schedule is built only where it is the configured one: for the others its
     // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
     if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
+      // Long calls without a left window edge take the head dim's long tile shape (tile_config.hpp)
+      // where it has one.
+      if constexpr (Config::kLongMinSeqlenK > 0) {
+        using Long = TileConfig<kDqk, kDv, TileShape::kLong>;
+        const bool no_left_edge = p.mask.window_left >= p.seqlen_k;
+        const bool long_pays = args.long_tiles > 0 || (args.long_tiles < 0 && args.block_n == 0 && no_left_edge &&
+                                                        p.seqlen_k >= Config::kLongMinSeqlenK);
+        if (long_pays && all_keys_visible) return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kLong>(args, stream);
+        if (long_pays) {
+          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Long::kBlockN,
+                                                 /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false,
+                                                 TileShape::kLong>>(args, stream);
+        }
+      }
       if (!all_keys_visible) {
         return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
             args, stream);
-      }
-      // Long calls of a head dim with a long-dense tile shape (tile_config.hpp) take it.
-      if constexpr (Config::kLongDenseMinSeqlenK > 0) {
-        const bool long_pays = args.long_tiles > 0 || (args.long_tiles < 0 && args.block_n == 0 &&
-                                                        p.seqlen_k >= Config::kLongDenseMinSeqlenK);
-        if (long_pays) return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kLongDense>(args, stream);
       }
       return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kDefault>(args, stream);
     }

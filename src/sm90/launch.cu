@@ -85,18 +85,19 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-// Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked, the
-// kAllKeysVisible (both tile shapes) and the kVarlen kernel's.
+// Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked and the
+// kAllKeysVisible kernels' (both tile shapes) and the kVarlen kernel's.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
   size_t bytes = std::max({KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
                            KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes,
                            KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kVarlenBlockN, true>::kSmemBytes});
-  if constexpr (C::kLongDenseMinSeqlenK > 0) {
-    using L = TileConfig<kDqk, kDv, TileShape::kLongDense>;
-    bytes = std::max(bytes, KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kDenseBlockN, false, 1, true,
-                                         TileShape::kLongDense>::kSmemBytes);
+  if constexpr (C::kLongMinSeqlenK > 0) {
+    using L = TileConfig<kDqk, kDv, TileShape::kLong>;
+    bytes = std::max({bytes,
+                      KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kDenseBlockN, false, 1, true, TileShape::kLong>::kSmemBytes,
+                      KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kBlockN, false, 1, false, TileShape::kLong>::kSmemBytes});
   }
   return bytes;
 }
@@ -198,8 +199,8 @@ int cluster_override() {
   return -1;
 }
 
-// FLASHCORE_SM90_LONG_TILES=off|on: never the long-dense tile shape (tile_config.hpp, TileShape), or
-// for every call whose rows see every key, whatever its length: 0, 1; -1 unset (the config's rule).
+// FLASHCORE_SM90_LONG_TILES=off|on: never the long tile shape (tile_config.hpp, TileShape), or for
+// every call of the overlap schedule, whatever its length and mask: 0, 1; -1 unset (the config's rule).
 int long_tiles_override() {
   const char* env = std::getenv("FLASHCORE_SM90_LONG_TILES");
   if (env != nullptr && std::strcmp(env, "off") == 0) return 0;

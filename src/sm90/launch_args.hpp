@@ -44,8 +44,8 @@ struct LaunchArgs {
   // The cluster kernel (tile_config.hpp, kClusterM): -1 where the config's kClusterMinSeqlenK says it
   // pays, 0 never, 1 whenever the call allows it (FLASHCORE_SM90_CLUSTER=off|on, tuning/tests).
   int cluster = -1;
-  // The long-dense tile shape (tile_config.hpp, TileShape): -1 from the config's kLongDenseMinSeqlenK
-  // keys on, 0 never, 1 for every call whose rows see every key (FLASHCORE_SM90_LONG_TILES=off|on).
+  // The long tile shape (tile_config.hpp, TileShape): -1 from the config's kLongMinSeqlenK keys on
+  // (calls without a left window edge), 0 never, 1 always (FLASHCORE_SM90_LONG_TILES=off|on).
   int long_tiles = -1;
   int pair_tiles = -1;   // paired tile order (tile_order.hpp): -1 where it pays, 0 never, 1 always
                          // for uneven tiles (FLASHCORE_SM90_TILE_ORDER=longest|paired, tuning/tests)

@@ -61,11 +61,11 @@ enum class Schedule : int {
   kOverlapPingPong = 1,
 };
 
-// A second tile shape a head dim may have for long calls whose rows see every key (no causal mask,
-// no window): the launcher takes it from kLongDenseMinSeqlenK keys on (0: the head dim has none).
+// A second tile shape a head dim may have for long calls, dense or causal (no left window edge):
+// the launcher takes it from kLongMinSeqlenK keys on (0: the head dim has none).
 enum class TileShape : int {
   kDefault = 0,
-  kLongDense = 1,
+  kLong = 1,
 };
 
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
@@ -102,7 +102,7 @@ struct TileConfig<64, 64> {
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 1;
   static constexpr int kClusterMinSeqlenK = 0;
-  static constexpr int kLongDenseMinSeqlenK = 0;
+  static constexpr int kLongMinSeqlenK = 0;
 };
 
 template <>
@@ -122,20 +122,23 @@ struct TileConfig<128, 128> {
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 2;
   static constexpr int kClusterMinSeqlenK = 8192;
-  static constexpr int kLongDenseMinSeqlenK = 8192;
+  static constexpr int kLongMinSeqlenK = 8192;
 };
 
-// d128, long calls whose rows see every key (session 7): three consumer warpgroups (kBlockM 192,
-// overlap without ping-pong, as d64) at kBlockN 80, which the mask-free loop fits in 160 registers
-// (O 64 + S, next S 40 each + P 20; 96 spills 48 bytes). More independent softmax work per
-// scheduler than two warpgroups' ping-pong, at the cost of longer tiles. H200, fp16, B=4 H=32,
-// three rounds against the two-warpgroup kernel: S=16k 606-608 -> 625-627, S=8k 595-601 -> 602-611,
-// S=4k 605-646 -> 627-639, but S=2k 620 -> 610 and S=1k 557-562 -> 505, hence the threshold
-// (bench/results/2026-11-24-h200-session7-d128-three-wg). Shared memory: Q 48 + 3 x 40 KiB of K/V +
-// 48 KiB of O staging = 216 KiB.
+// d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
+// as d64) at kBlockN 80, which fits 160 registers (O 64 + S, next S 40 each + P 20; 96 spills 48
+// bytes in the mask-free loop). More independent softmax work per scheduler than two warpgroups'
+// ping-pong, at the cost of longer tiles. H200, B=4 H=32, same binary, three rounds against the
+// two-warpgroup kernels: fp16 S=8k 596-602 -> 617, S=16k 613-614 -> 628-635, bf16 S=8k 619-620 ->
+// 636-641, S=16k 633 -> 648-652; causal S=16k fp16 574-581 -> 591-592, bf16 599-600 -> 613-615.
+// At S=4k causal -3 %, at S=2k dense -2-2.5 %, S=1k -10 %: hence the threshold
+// (bench/results/2026-11-24-h200-session7-d128-three-wg, -causal-three-wg). Calls with a left window
+// edge keep the default shape (not measured). Shared memory: Q 48 + 3 x 40 KiB of K/V + 48 KiB of O
+// staging = 216 KiB.
 template <>
-struct TileConfig<128, 128, TileShape::kLongDense> : TileConfig<128, 128> {
+struct TileConfig<128, 128, TileShape::kLong> : TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 3;
+  static constexpr int kBlockN = 80;
   static constexpr int kDenseBlockN = 80;
   static constexpr int kStages = 3;
   static constexpr int kQStages = 1;
@@ -165,7 +168,7 @@ struct TileConfig<256, 256> {
   static constexpr bool kEpilogueTma = false;  // no shared memory left for a 64 KiB O staging tile
   static constexpr int kClusterM = 2;
   static constexpr int kClusterMinSeqlenK = 8192;
-  static constexpr int kLongDenseMinSeqlenK = 0;
+  static constexpr int kLongMinSeqlenK = 0;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
@@ -176,7 +179,7 @@ struct TileConfig<256, 256> {
 template <>
 struct TileConfig<96, 96> : TileConfig<128, 128> {
   static constexpr int kClusterM = 1;  // 96 columns: no even split of 64-column chunks
-  static constexpr int kLongDenseMinSeqlenK = 0;
+  static constexpr int kLongMinSeqlenK = 0;
 };
 
 //   192/128: Q 48 KiB + 2 stages x (K 48 + V 32 KiB) = 208 KiB leaves no room for the 32 KiB O
@@ -187,7 +190,7 @@ struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kQStages = 1;      // Q 48 KiB + K/V 160 KiB: no room for a second Q
   static constexpr bool kEpilogueTma = false;
   static constexpr int kClusterM = 1;  // K has three 64-column chunks
-  static constexpr int kLongDenseMinSeqlenK = 0;
+  static constexpr int kLongMinSeqlenK = 0;
 };
 
 // Calls with uneven tiles (causal, windowed): the scheduler interleaves the tiles of as many heads

@@ -42,7 +42,7 @@ struct Case {
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
   const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
   const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where it pays)
-  const char* long_tiles = ""; // FLASHCORE_SM90_LONG_TILES value ("" = the long-dense shape where it pays)
+  const char* long_tiles = ""; // FLASHCORE_SM90_LONG_TILES value ("" = the long tile shape where it pays)
   const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
   int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
 
@@ -227,12 +227,14 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 16; c.heads_kv = 16; c.seqlen_q = 768; c.seqlen_k = 160; c.cluster = "on"; });
       add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 700; c.window_left = 5000; c.window_right = 5000; c.cluster = "on"; });
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.cluster = "off"; });
-      // The long-dense tile shape (d128: three consumer warpgroups at kBlockN 80), forced on below
-      // its length threshold: one CTA per tile (3 query blocks of 192) with key and query tails at
-      // input scale 10, and the cluster kernel (2 query blocks) under GQA. (long_keys and
-      // long_keys_cluster below: on by the rule.)
+      // The long tile shape (d128: three consumer warpgroups at kBlockN 80), forced on below its
+      // length threshold: one CTA per tile (3 query blocks of 192) with key and query tails at input
+      // scale 10; the cluster kernel (2 query blocks) under GQA; causal with Sq < Sk in balanced
+      // pairs; a window. (long_keys, long_keys_cluster and long_keys_causal below: on by the rule.)
       add([](Case& c) { c.seqlen_q = 500; c.seqlen_k = 777; c.input_scale = 10; c.long_tiles = "on"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 384; c.seqlen_k = 1000; c.cluster = "on"; c.long_tiles = "on"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 8; c.heads_kv = 2; c.seqlen_q = 700; c.seqlen_k = 1100; c.causal = true; c.input_scale = 10; c.tile_order = "paired"; c.long_tiles = "on"; });
+      add([](Case& c) { c.seqlen_q = 600; c.seqlen_k = 900; c.window_left = 200; c.window_right = 30; c.long_tiles = "on"; });
       // A left window edge with fully visible blocks between it and the diagonal, at input scale 10.
       add([](Case& c) { c.seqlen_q = c.seqlen_k = 2000; c.window_left = 700; c.window_right = 0; c.input_scale = 10; });
       // The tile order (tile_order.hpp) with small head groups, so these small shapes have many
@@ -256,10 +258,15 @@ std::vector<Case> sweep() {
   long_keys.head_dim = 128, long_keys.heads_q = long_keys.heads_kv = 4, long_keys.seqlen_q = 130;
   long_keys.seqlen_k = 16384, long_keys.dtype = DType::kFloat16;
   cases.push_back(long_keys);
-  Case long_keys_cluster;  // Sk = 8k with two query blocks of 192: the long-dense shape on the cluster kernel
+  Case long_keys_cluster;  // Sk = 8k with two query blocks of 192: the long tile shape on the cluster kernel
   long_keys_cluster.head_dim = 128, long_keys_cluster.heads_q = long_keys_cluster.heads_kv = 2;
   long_keys_cluster.seqlen_q = 384, long_keys_cluster.seqlen_k = 8192;
   cases.push_back(long_keys_cluster);
+  Case long_keys_causal;  // causal, Sk = 8200 > Sq (bottom-right): the long tile shape's masked kernel
+  long_keys_causal.head_dim = 128, long_keys_causal.heads_q = 4, long_keys_causal.heads_kv = 2;
+  long_keys_causal.seqlen_q = 300, long_keys_causal.seqlen_k = 8200, long_keys_causal.causal = true;
+  long_keys_causal.dtype = DType::kFloat16;
+  cases.push_back(long_keys_causal);
   Case empty_keys;  // Sk = 0: every row sees nothing -> o = 0, lse = -inf
   empty_keys.seqlen_q = 70, empty_keys.seqlen_k = 0;
   cases.push_back(empty_keys);
