@@ -220,6 +220,17 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     // The overlap schedule is built only where it is the configured one: for the others its
     // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
     if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
+      // Short masked calls take the head dim's short tile shape (tile_config.hpp) where it has one.
+      if constexpr (Config::kShortMaskedBelowSeqlenK > 0) {
+        const bool short_pays = args.short_tiles > 0 || (args.short_tiles < 0 && args.block_n == 0 &&
+                                                          p.seqlen_k < Config::kShortMaskedBelowSeqlenK);
+        if (short_pays && !all_keys_visible) {
+          using Short = TileConfig<kDqk, kDv, TileShape::kShort>;
+          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Short::kBlockN,
+                                                 /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false,
+                                                 TileShape::kShort>>(args, stream);
+        }
+      }
       // Long calls without a left window edge take the head dim's long tile shape (tile_config.hpp)
       // where it has one.
       if constexpr (Config::kLongMinSeqlenK > 0) {

@@ -37,7 +37,8 @@ template <> struct ElementTraits<__nv_bfloat16> {
 // kAllKeysVisible_: the kernel for calls in which every query row sees every key (no causal mask, no
 // window; the cluster kernel's calls too): only a tile's first KV block, the one that can hold the Sk
 // tail, is masked, and the main loop has no mask code (tile_config.hpp, kDenseBlockN).
-// kShape_: the tile config's shape (tile_config.hpp, TileShape); kLong for dense (non-varlen) calls.
+// kShape_: the tile config's shape (tile_config.hpp, TileShape); other than kDefault for dense
+// (non-varlen) calls only.
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
           int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault>
 struct KernelTraits {
@@ -98,7 +99,7 @@ struct KernelTraits {
                 "cluster kernel: pairs of CTAs, calls whose rows see every key, head dims with an even number "
                 "of 64-column chunks");
   static_assert(!kAllKeysVisible || !kVarlen, "the mask-free main loop is built for dense calls only");
-  static_assert(kShape_ == TileShape::kDefault || !kVarlen, "the long tile shape is built for dense calls only");
+  static_assert(kShape_ == TileShape::kDefault || !kVarlen, "the long and short tile shapes are built for dense calls only");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
   // setmaxnreg moves registers between the warps of a CTA, within what the CTA got at launch: the
   // per-thread launch cap (65536 / kThreads, in steps of 8) times kThreads, NOT the whole register

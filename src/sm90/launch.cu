@@ -86,7 +86,7 @@ constexpr BuiltUnit kBuiltUnits[] = {
 };
 
 // Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked and the
-// kAllKeysVisible kernels' (both tile shapes) and the kVarlen kernel's.
+// kAllKeysVisible kernels' (every tile shape) and the kVarlen kernel's.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
@@ -98,6 +98,11 @@ size_t smem_estimate() {
     bytes = std::max({bytes,
                       KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kDenseBlockN, false, 1, true, TileShape::kLong>::kSmemBytes,
                       KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kBlockN, false, 1, false, TileShape::kLong>::kSmemBytes});
+  }
+  if constexpr (C::kShortMaskedBelowSeqlenK > 0) {
+    using S = TileConfig<kDqk, kDv, TileShape::kShort>;
+    bytes = std::max(bytes,
+                     KernelTraits<kDqk, kDv, __half, S::kSchedule, S::kBlockN, false, 1, false, TileShape::kShort>::kSmemBytes);
   }
   return bytes;
 }
@@ -208,6 +213,15 @@ int long_tiles_override() {
   return -1;
 }
 
+// FLASHCORE_SM90_SHORT_TILES=off|on: never the short tile shape (tile_config.hpp, TileShape), or for
+// every masked call of the overlap schedule, whatever its length: 0, 1; -1 unset (the config's rule).
+int short_tiles_override() {
+  const char* env = std::getenv("FLASHCORE_SM90_SHORT_TILES");
+  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
+  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
+  return -1;
+}
+
 // FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
 // plain longest-first order, or balanced pairs, instead of the launcher's choice (kernel.cuh,
 // tile_order.hpp): 0, 1; -1 unset.
@@ -251,6 +265,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.always_rescale = always_rescale_override();
   a.cluster = cluster_override();
   a.long_tiles = long_tiles_override();
+  a.short_tiles = short_tiles_override();
   a.pair_tiles = pair_tiles_override();
   a.heads_per_group = heads_per_group_override();
 

@@ -47,6 +47,9 @@ struct LaunchArgs {
   // The long tile shape (tile_config.hpp, TileShape): -1 from the config's kLongMinSeqlenK keys on
   // (calls without a left window edge), 0 never, 1 always (FLASHCORE_SM90_LONG_TILES=off|on).
   int long_tiles = -1;
+  // The short tile shape: -1 for masked calls below the config's kShortMaskedBelowSeqlenK keys, 0
+  // never, 1 for every masked call (FLASHCORE_SM90_SHORT_TILES=off|on).
+  int short_tiles = -1;
   int pair_tiles = -1;   // paired tile order (tile_order.hpp): -1 where it pays, 0 never, 1 always
                          // for uneven tiles (FLASHCORE_SM90_TILE_ORDER=longest|paired, tuning/tests)
   int heads_per_group = 0;  // 0: head_groups.hpp's rule; > 0: that many (FLASHCORE_SM90_HEADS_PER_GROUP, tests)

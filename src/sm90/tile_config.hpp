@@ -61,11 +61,13 @@ enum class Schedule : int {
   kOverlapPingPong = 1,
 };
 
-// A second tile shape a head dim may have for long calls, dense or causal (no left window edge):
-// the launcher takes it from kLongMinSeqlenK keys on (0: the head dim has none).
+// Other tile shapes a head dim may have (0 in the default config's field: it has none):
+//   kLong: long calls, dense or causal (no left window edge), from kLongMinSeqlenK keys on;
+//   kShort: short masked calls (causal, windowed), below kShortMaskedBelowSeqlenK keys.
 enum class TileShape : int {
   kDefault = 0,
   kLong = 1,
+  kShort = 2,
 };
 
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
@@ -103,6 +105,24 @@ struct TileConfig<64, 64> {
   static constexpr int kClusterM = 1;
   static constexpr int kClusterMinSeqlenK = 0;
   static constexpr int kLongMinSeqlenK = 0;
+  static constexpr int kShortMaskedBelowSeqlenK = 2048;
+};
+
+// d64, short masked calls (session 7): two consumer warpgroups (kBlockM 128, ping-pong, 240
+// registers) at kBlockN 128, O rescaled after every block. A causal tile of 192 rows makes its lower
+// warpgroups iterate over blocks only the top one needs, and the last tile of S=1k holds 64 valid
+// rows of 192. H200, fp16, B*S = 16k, H = 32, three rounds against three warpgroups: causal S=1k
+// 243-245 -> 266 (vote: 262-264), but causal S=2k 357 -> 333 and every dense row 12-25 % slower
+// (bench/results/2026-11-24-h200-session7-d64-two-wg), hence only masked calls below 2048 keys.
+template <>
+struct TileConfig<64, 64, TileShape::kShort> : TileConfig<64, 64> {
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 3;
+  static constexpr int kQStages = 2;  // Q 2 x 16 KiB + K/V 96 KiB + O staging 16 KiB
+  static constexpr int kAltBlockN = 0;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr bool kAlwaysRescaleO = true;
 };
 
 template <>
@@ -123,6 +143,7 @@ struct TileConfig<128, 128> {
   static constexpr int kClusterM = 2;
   static constexpr int kClusterMinSeqlenK = 8192;
   static constexpr int kLongMinSeqlenK = 8192;
+  static constexpr int kShortMaskedBelowSeqlenK = 0;
 };
 
 // d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
@@ -169,6 +190,7 @@ struct TileConfig<256, 256> {
   static constexpr int kClusterM = 2;
   static constexpr int kClusterMinSeqlenK = 8192;
   static constexpr int kLongMinSeqlenK = 0;
+  static constexpr int kShortMaskedBelowSeqlenK = 0;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,

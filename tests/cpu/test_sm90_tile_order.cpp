@@ -117,9 +117,9 @@ Launch causal_launch(int batch, int heads, int seqlen, int block_m, int kv_dims)
 
 // The launcher pairs when the head groups cut waves (kernel.cuh); the order it picks is balanced in
 // the model on every standard causal shape, and pairs are at least as balanced where it picks them.
-template <int kDqk, int kDv>
+template <int kDqk, int kDv, flashcore::sm90::TileShape kShape = flashcore::sm90::TileShape::kDefault>
 void expect_balanced(int batch, int heads, int seqlen) {
-  using C = flashcore::sm90::TileConfig<kDqk, kDv>;
+  using C = flashcore::sm90::TileConfig<kDqk, kDv, kShape>;
   const int block_m = 64 * C::kConsumerWarpgroups;
   const Launch l = causal_launch(batch, heads, seqlen, block_m, kDqk + kDv);
   const bool paired = !flashcore::sm90::groups_fill_waves(l.m_units, l.group, l.grid);
@@ -134,11 +134,16 @@ void expect_balanced(int batch, int heads, int seqlen) {
 }
 
 TEST(Sm90TileOrder, CausalStandardShapesAreBalanced) {
+  using flashcore::sm90::TileShape;
   for (const int s : {1024, 2048, 4096, 8192, 16384}) {
     expect_balanced<64, 64>(16384 / s, 32, s);
     expect_balanced<128, 128>(4, 32, s);
     expect_balanced<256, 256>(16384 / s, 8, s);
   }
+  // The shapes the launcher takes instead at some lengths (tile_config.hpp, TileShape).
+  expect_balanced<64, 64, TileShape::kShort>(16, 32, 1024);
+  expect_balanced<128, 128, TileShape::kLong>(4, 32, 8192);
+  expect_balanced<128, 128, TileShape::kLong>(4, 32, 16384);
   expect_balanced<192, 128>(8, 16, 2048);
   expect_balanced<192, 128>(2, 16, 8192);
 }
