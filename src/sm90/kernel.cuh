@@ -197,6 +197,15 @@ Status launch_all_keys_visible(const LaunchArgs& args, cudaStream_t stream) {
                                                                                                                stream);
 }
 
+// A call whose rows do not all see every key (causal, windowed) on the tile shape's masked kernel.
+template <int kDqk, int kDv, typename Element, TileShape kShape>
+Status launch_masked(const LaunchArgs& args, cudaStream_t stream) {
+  using Config = TileConfig<kDqk, kDv, kShape>;
+  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
+                                         /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false, kShape>>(args,
+                                                                                                                stream);
+}
+
 template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv>;
@@ -220,36 +229,24 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
     // The overlap schedule is built only where it is the configured one: for the others its
     // fragments do not fit the consumer registers at the configured kBlockN (ptxas spills).
     if constexpr (Config::kSchedule == Schedule::kOverlapPingPong) {
-      // Short masked calls take the head dim's short tile shape (tile_config.hpp) where it has one.
+      // Short masked calls take the head dim's short tile shape, long calls without a left window
+      // edge its long one, where it has them (tile_config.hpp, TileShape).
       if constexpr (Config::kShortMaskedBelowSeqlenK > 0) {
         const bool short_pays = args.short_tiles > 0 || (args.short_tiles < 0 && args.block_n == 0 &&
                                                           p.seqlen_k < Config::kShortMaskedBelowSeqlenK);
-        if (short_pays && !all_keys_visible) {
-          using Short = TileConfig<kDqk, kDv, TileShape::kShort>;
-          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Short::kBlockN,
-                                                 /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false,
-                                                 TileShape::kShort>>(args, stream);
-        }
+        if (short_pays && !all_keys_visible) return launch_masked<kDqk, kDv, Element, TileShape::kShort>(args, stream);
       }
-      // Long calls without a left window edge take the head dim's long tile shape (tile_config.hpp)
-      // where it has one.
       if constexpr (Config::kLongMinSeqlenK > 0) {
-        using Long = TileConfig<kDqk, kDv, TileShape::kLong>;
         const bool no_left_edge = p.mask.window_left >= p.seqlen_k;
         const bool long_pays = args.long_tiles > 0 || (args.long_tiles < 0 && args.block_n == 0 && no_left_edge &&
                                                         p.seqlen_k >= Config::kLongMinSeqlenK);
-        if (long_pays && all_keys_visible) return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kLong>(args, stream);
         if (long_pays) {
-          return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Long::kBlockN,
-                                                 /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false,
-                                                 TileShape::kLong>>(args, stream);
+          return all_keys_visible ? launch_all_keys_visible<kDqk, kDv, Element, TileShape::kLong>(args, stream)
+                                  : launch_masked<kDqk, kDv, Element, TileShape::kLong>(args, stream);
         }
       }
-      if (!all_keys_visible) {
-        return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN>>(
-            args, stream);
-      }
-      return launch_all_keys_visible<kDqk, kDv, Element, TileShape::kDefault>(args, stream);
+      return all_keys_visible ? launch_all_keys_visible<kDqk, kDv, Element, TileShape::kDefault>(args, stream)
+                              : launch_masked<kDqk, kDv, Element, TileShape::kDefault>(args, stream);
     }
     return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(kDqk));
   }
