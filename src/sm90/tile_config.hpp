@@ -86,7 +86,8 @@ struct TileConfig;  // only the listed pairs are built; launch.cu's supports() n
 // Session 7: kBlockN 128 once the mask code left the dense loop (kDenseBlockN) and took the relative
 // form (softmax.cuh, apply_mask) in the masked one: dense S=1k 361 -> 405, S=8k 492-498 -> 511-515;
 // causal S=4k 416 -> 427, S=8k 462 -> 480, S=16k 455-458 -> 469-504, but S=1k 246 -> 244, S=2k
-// 363 -> 356 (bench/results/2026-11-24-h200-session7-*).
+// 363 -> 356 (bench/results/2026-11-24-h200-session7-*). Masked calls below 2048 keys now take the
+// short shape below instead.
 template <>
 struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
