@@ -186,13 +186,13 @@ Status launch_all_keys_visible(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv, kShape>;
   const KernelParams& p = args.params;
   if constexpr (Config::kClusterM > 1) {
-    using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+    using ClusterTraits = KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, block_n_for<Config>(true, false),
                                        /*kVarlen=*/false, Config::kClusterM, /*kAllKeysVisible=*/true, kShape>;
     const int num_m_blocks = (p.seqlen_q + ClusterTraits::kBlockM - 1) / ClusterTraits::kBlockM;
     const bool cluster_pays = args.cluster > 0 || (args.cluster < 0 && p.seqlen_k >= Config::kClusterMinSeqlenK);
     if (cluster_pays && num_m_blocks % Config::kClusterM == 0) return launch_with_traits<ClusterTraits>(args, stream);
   }
-  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kDenseBlockN,
+  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, block_n_for<Config>(true, false),
                                          /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/true, kShape>>(args,
                                                                                                                stream);
 }
@@ -201,7 +201,7 @@ Status launch_all_keys_visible(const LaunchArgs& args, cudaStream_t stream) {
 template <int kDqk, int kDv, typename Element, TileShape kShape>
 Status launch_masked(const LaunchArgs& args, cudaStream_t stream) {
   using Config = TileConfig<kDqk, kDv, kShape>;
-  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, Config::kBlockN,
+  return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kOverlapPingPong, block_n_for<Config>(false, false),
                                          /*kVarlen=*/false, /*kClusterM=*/1, /*kAllKeysVisible=*/false, kShape>>(args,
                                                                                                                 stream);
 }
@@ -213,15 +213,14 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr) {
     // Per-sequence lengths: the kVarlen kernel, built for the configured schedule and kVarlenBlockN only
     // (the FLASHCORE_SM90_SCHEDULE / _BLOCK_N tuning knobs apply to dense calls).
-    using VarlenTraits = KernelTraits<kDqk, kDv, Element, Config::kSchedule, Config::kVarlenBlockN, /*kVarlen=*/true>;
+    using VarlenTraits = KernelTraits<kDqk, kDv, Element, Config::kSchedule, block_n_for<Config>(false, true), /*kVarlen=*/true>;
     return launch_with_traits<VarlenTraits>(args, stream);
   }
   const Schedule schedule = args.schedule < 0 ? Config::kSchedule : Schedule(args.schedule);
   // Every query row sees every key (no causal mask, no window that cuts any row): the kernels with
   // the mask-free main loop (kAllKeysVisible, at kDenseBlockN) take the call.
-  const bool all_keys_visible =
-      p.seqlen_q > 0 && p.mask.first_key(p.seqlen_q - 1) <= 0 && p.mask.last_key(0) >= p.seqlen_k - 1;
-  const int configured_block_n = all_keys_visible ? Config::kDenseBlockN : Config::kBlockN;
+  const bool all_keys_visible = p.seqlen_q > 0 && p.mask.tile_fully_visible(0, p.seqlen_q - 1, 0, p.seqlen_k - 1);
+  const int configured_block_n = block_n_for<Config>(all_keys_visible, false);
   if (args.block_n == 0 || args.block_n == configured_block_n) {
     if (schedule == Schedule::kSerial) {
       return launch_with_traits<KernelTraits<kDqk, kDv, Element, Schedule::kSerial, Config::kBlockN>>(args, stream);

@@ -54,11 +54,9 @@ struct KernelTraits {
   static constexpr int kDv = kDv_;
   static constexpr int kConsumerWarpgroups = Config::kConsumerWarpgroups;
   static constexpr int kBlockM = 64 * kConsumerWarpgroups;  // 64 query rows per consumer warpgroup
-  // Config::kBlockN (kDenseBlockN for kAllKeysVisible, kVarlenBlockN for kVarlen), or
-  // Config::kAltBlockN when tuning.
+  // block_n_for(kAllKeysVisible, kVarlen) (tile_config.hpp), or Config::kAltBlockN when tuning.
   static constexpr int kBlockN = kBlockN_;
-  static constexpr bool kConfiguredBlockN =
-      kBlockN == (kAllKeysVisible ? Config::kDenseBlockN : kVarlen ? Config::kVarlenBlockN : Config::kBlockN);
+  static constexpr bool kConfiguredBlockN = kBlockN == block_n_for<Config>(kAllKeysVisible, kVarlen);
   static constexpr int kStages = kConfiguredBlockN ? Config::kStages : Config::kAltStages;
   // Q buffers (tile_config.hpp). The serial tuning variants at kAltBlockN keep one: their larger K/V
   // stages leave no room for two.

@@ -85,25 +85,26 @@ constexpr BuiltUnit kBuiltUnits[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the array non-empty in pruned builds)
 };
 
-// Shared memory the (Dqk, Dv) configuration's kernels ask for: the most of the masked and the
-// kAllKeysVisible kernels' (every tile shape) and the kVarlen kernel's.
+// Shared memory of the (Dqk, Dv) configuration's kernel of one kind, at the kBlockN it runs.
+template <int kDqk, int kDv, TileShape kShape, bool kAllKeysVisible, bool kVarlen = false>
+constexpr size_t kernel_smem() {
+  using C = TileConfig<kDqk, kDv, kShape>;
+  return KernelTraits<kDqk, kDv, __half, C::kSchedule, block_n_for<C>(kAllKeysVisible, kVarlen), kVarlen, 1,
+                      kAllKeysVisible, kShape>::kSmemBytes;
+}
+// ... and the most any of its kernels asks for: masked, kAllKeysVisible and kVarlen of the default
+// shape, plus the long and short shapes where the config has them.
 template <int kDqk, int kDv>
 size_t smem_estimate() {
   using C = TileConfig<kDqk, kDv>;
-  size_t bytes = std::max({KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kBlockN>::kSmemBytes,
-                           KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kDenseBlockN, false, 1, true>::kSmemBytes,
-                           KernelTraits<kDqk, kDv, __half, C::kSchedule, C::kVarlenBlockN, true>::kSmemBytes});
+  size_t bytes = std::max({kernel_smem<kDqk, kDv, TileShape::kDefault, false>(),
+                           kernel_smem<kDqk, kDv, TileShape::kDefault, true>(),
+                           kernel_smem<kDqk, kDv, TileShape::kDefault, false, true>()});
   if constexpr (C::kLongMinSeqlenK > 0) {
-    using L = TileConfig<kDqk, kDv, TileShape::kLong>;
-    bytes = std::max({bytes,
-                      KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kDenseBlockN, false, 1, true, TileShape::kLong>::kSmemBytes,
-                      KernelTraits<kDqk, kDv, __half, L::kSchedule, L::kBlockN, false, 1, false, TileShape::kLong>::kSmemBytes});
+    bytes = std::max({bytes, kernel_smem<kDqk, kDv, TileShape::kLong, false>(),
+                      kernel_smem<kDqk, kDv, TileShape::kLong, true>()});
   }
-  if constexpr (C::kShortMaskedBelowSeqlenK > 0) {
-    using S = TileConfig<kDqk, kDv, TileShape::kShort>;
-    bytes = std::max(bytes,
-                     KernelTraits<kDqk, kDv, __half, S::kSchedule, S::kBlockN, false, 1, false, TileShape::kShort>::kSmemBytes);
-  }
+  if constexpr (C::kShortMaskedBelowSeqlenK > 0) bytes = std::max(bytes, kernel_smem<kDqk, kDv, TileShape::kShort, false>());
   return bytes;
 }
 size_t smem_needed(int dqk, int dv) {
@@ -181,55 +182,22 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   return "";
 }
 
-Schedule schedule_override() {
-  // FLASHCORE_SM90_SCHEDULE=serial|overlap: a tuning/debug knob to compare the two schedules.
-  const char* env = std::getenv("FLASHCORE_SM90_SCHEDULE");
-  if (env != nullptr && std::strcmp(env, "serial") == 0) return Schedule::kSerial;
-  if (env != nullptr && std::strcmp(env, "overlap") == 0) return Schedule::kOverlapPingPong;
-  return Schedule(-1);
+// A two-word tuning/test knob: 0 when the variable `name` holds word0, 1 for word1, -1 when it is
+// unset or holds anything else (the config's or launcher's own choice).
+int two_word_override(const char* name, const char* word0, const char* word1) {
+  const char* env = std::getenv(name);
+  if (env != nullptr && std::strcmp(env, word0) == 0) return 0;
+  if (env != nullptr && std::strcmp(env, word1) == 0) return 1;
+  return -1;
 }
 
+static_assert(int(Schedule::kSerial) == 0 && int(Schedule::kOverlapPingPong) == 1,
+              "FLASHCORE_SM90_SCHEDULE=serial|overlap reads as 0|1, the Schedule values");
+
+// FLASHCORE_SM90_BLOCK_N=<n>: run the tile config's kAltBlockN instead of kBlockN (tuning).
 int block_n_override() {
-  // FLASHCORE_SM90_BLOCK_N=<n>: run the tile config's kAltBlockN instead of kBlockN (tuning).
   const char* env = std::getenv("FLASHCORE_SM90_BLOCK_N");
   return env != nullptr ? std::atoi(env) : 0;
-}
-
-// FLASHCORE_SM90_CLUSTER=off|on: never the two-CTA cluster kernel (tile_config.hpp, kClusterM), or
-// whenever the call allows it, whatever its length: 0, 1; -1 unset (the config's rule).
-int cluster_override() {
-  const char* env = std::getenv("FLASHCORE_SM90_CLUSTER");
-  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
-  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
-  return -1;
-}
-
-// FLASHCORE_SM90_LONG_TILES=off|on: never the long tile shape (tile_config.hpp, TileShape), or for
-// every call of the overlap schedule, whatever its length and mask: 0, 1; -1 unset (the config's rule).
-int long_tiles_override() {
-  const char* env = std::getenv("FLASHCORE_SM90_LONG_TILES");
-  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
-  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
-  return -1;
-}
-
-// FLASHCORE_SM90_SHORT_TILES=off|on: never the short tile shape (tile_config.hpp, TileShape), or for
-// every masked call of the overlap schedule, whatever its length: 0, 1; -1 unset (the config's rule).
-int short_tiles_override() {
-  const char* env = std::getenv("FLASHCORE_SM90_SHORT_TILES");
-  if (env != nullptr && std::strcmp(env, "off") == 0) return 0;
-  if (env != nullptr && std::strcmp(env, "on") == 0) return 1;
-  return -1;
-}
-
-// FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
-// plain longest-first order, or balanced pairs, instead of the launcher's choice (kernel.cuh,
-// tile_order.hpp): 0, 1; -1 unset.
-int pair_tiles_override() {
-  const char* env = std::getenv("FLASHCORE_SM90_TILE_ORDER");
-  if (env != nullptr && std::strcmp(env, "longest") == 0) return 0;
-  if (env != nullptr && std::strcmp(env, "paired") == 0) return 1;
-  return -1;
 }
 
 // FLASHCORE_SM90_HEADS_PER_GROUP=<n>: the scheduler's head groups (tile_order.hpp) hold n heads
@@ -237,15 +205,6 @@ int pair_tiles_override() {
 int heads_per_group_override() {
   const char* env = std::getenv("FLASHCORE_SM90_HEADS_PER_GROUP");
   return env != nullptr ? std::max(std::atoi(env), 0) : 0;
-}
-
-// FLASHCORE_SM90_RESCALE=always|vote overrides tile_config.hpp's kAlwaysRescaleO (tuning):
-// 1 always, 0 vote, -1 the config's choice.
-int always_rescale_override() {
-  const char* env = std::getenv("FLASHCORE_SM90_RESCALE");
-  if (env != nullptr && std::strcmp(env, "always") == 0) return 1;
-  if (env != nullptr && std::strcmp(env, "vote") == 0) return 0;
-  return -1;
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
@@ -260,13 +219,20 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.v = {p.v, p.head_dim_v, ax.rows_k, p.heads_kv, ax.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
   a.o = {p.o, p.head_dim_v, ax.rows_q, p.heads_q, ax.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
-  a.schedule = (int)schedule_override();
+  // Tuning/test knobs (launch_args.hpp says what each forces):
+  //   FLASHCORE_SM90_SCHEDULE=serial|overlap compares the two schedules (Schedule values 0, 1);
+  //   FLASHCORE_SM90_RESCALE=vote|always overrides tile_config.hpp's kAlwaysRescaleO;
+  //   FLASHCORE_SM90_CLUSTER, _LONG_TILES, _SHORT_TILES=off|on: the cluster kernel, the long and the
+  //   short tile shape never, or whenever the call allows them, whatever its length;
+  //   FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
+  //   plain longest-first order, or balanced pairs (kernel.cuh, tile_order.hpp).
+  a.schedule = two_word_override("FLASHCORE_SM90_SCHEDULE", "serial", "overlap");
   a.block_n = block_n_override();
-  a.always_rescale = always_rescale_override();
-  a.cluster = cluster_override();
-  a.long_tiles = long_tiles_override();
-  a.short_tiles = short_tiles_override();
-  a.pair_tiles = pair_tiles_override();
+  a.always_rescale = two_word_override("FLASHCORE_SM90_RESCALE", "vote", "always");
+  a.cluster = two_word_override("FLASHCORE_SM90_CLUSTER", "off", "on");
+  a.long_tiles = two_word_override("FLASHCORE_SM90_LONG_TILES", "off", "on");
+  a.short_tiles = two_word_override("FLASHCORE_SM90_SHORT_TILES", "off", "on");
+  a.pair_tiles = two_word_override("FLASHCORE_SM90_TILE_ORDER", "longest", "paired");
   a.heads_per_group = heads_per_group_override();
 
   KernelParams& k = a.params;

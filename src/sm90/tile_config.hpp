@@ -216,6 +216,13 @@ struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kLongMinSeqlenK = 0;
 };
 
+// The kBlockN a kernel of `Config` runs at (unless a tuning knob picks kAltBlockN): kVarlenBlockN for
+// per-sequence lengths, kDenseBlockN when every query row sees every key, kBlockN otherwise.
+template <class Config>
+constexpr int block_n_for(bool all_keys_visible, bool varlen) {
+  return varlen ? Config::kVarlenBlockN : all_keys_visible ? Config::kDenseBlockN : Config::kBlockN;
+}
+
 // Calls with uneven tiles (causal, windowed): the scheduler interleaves the tiles of as many heads
 // as keep their K/V within this many bytes, so the CTAs running together share K/V in L2
 // (H100/H200: 50/60 MB of L2). Equal tiles go head after head (head_groups.hpp).
