@@ -61,6 +61,8 @@ struct KernelTraits {
   // Q buffers (tile_config.hpp). The serial tuning variants at kAltBlockN keep one: their larger K/V
   // stages leave no room for two.
   static constexpr int kQStages = kConfiguredBlockN ? Config::kQStages : 1;
+  // kVarlen: tile indices the producer may hand out ahead of the consumers (TileQueue).
+  static constexpr int kTileSlots = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
@@ -117,6 +119,9 @@ struct KernelTraits {
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
     uint64_t v_tail;  // kVarlen producer only: a V block whose rows past the sequence get zeroed landed
+    // kVarlen only: the dynamic tile handout (scheduler.cuh, TileQueue), producer -> consumers.
+    uint64_t tile_full[kTileSlots], tile_empty[kTileSlots];
+    int tile_unit[kTileSlots];
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
     // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).
     float2 wait_order_sink[kConsumerWarps];

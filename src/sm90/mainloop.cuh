@@ -15,7 +15,9 @@
 // block. A stage may be overwritten only when the consumers of BOTH CTAs released it, so every
 // consumer warp arrives on k_empty/v_empty of both CTAs (kStageReleases arrivals per phase).
 // Producer and consumers walk the same tile sequence and the same KV blocks, so their ring
-// positions (PipelineState) stay in step without any other communication.
+// positions (PipelineState) stay in step without any other communication: the dense kernels each
+// compute the static sequence (scheduler.cuh); in the kVarlen kernels the producer claims tiles
+// from a global counter and hands each one to the consumers (tile_full / tile_empty, TileQueue).
 //
 // Named barriers (ping-pong, Schedule::kOverlapPingPong): kPingPongBarrier + w orders consumer
 // warpgroup w's GEMM issue after the other warpgroup's, so one warpgroup's softmax runs while the
@@ -72,6 +74,15 @@ struct Producer {
   // warp (kVarlen), whose lanes help zero V tails (load_v_zeroing_tail).
   static constexpr bool kWholeWarp = Traits::kVarlen;
 
+  // Ring positions of the producer, carried from tile to tile.
+  struct Rings {
+    // K and V of a block go to the same stage index of their rings: one ring position for both
+    // (fewer live registers in the 24-register producer).
+    ptx::PipelineState<Traits::kStages> stage;
+    ptx::PipelineState<Traits::kQStages> q_stage;
+    uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
+  };
+
   // Every producer thread walks the tiles and waits on the barriers; the leader (lane 0) alone
   // arrives and issues TMA.
   static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
@@ -82,55 +93,80 @@ struct Producer {
       ptx::tma_prefetch_descriptor(tm_k);
       ptx::tma_prefetch_descriptor(tm_v);
     }
-    // K and V of a block go to the same stage index of their rings: one ring position for both
-    // (fewer live registers in the 24-register producer).
-    ptx::PipelineState<Traits::kStages> stage;
-    ptx::PipelineState<Traits::kQStages> q_stage;
-    uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
-    for (Scheduler sched(params); sched.valid(); sched.next()) {
-      if (!sched.has_tile()) continue;
-      const typename Scheduler::TileT tile = sched.tile();
-      if (!Scheduler::has_rows(tile)) continue;  // the consumers skip it too
-      const KvRange range = sched.kv_range(tile);
-      if (range.empty()) continue;  // the consumers skip this tile's mainloop too
-      const int head_kv = tile.head / params.heads_per_kv;
-
-      // Q: wait until the consumers' last S of the tile that last used this buffer completed
-      // (q_empty; with two buffers that is the tile before the previous one, so this load overlaps
-      // the previous tile's last blocks), then load. A waiter on an "empty" barrier starts at
-      // parity 1, which a fresh barrier reports complete.
-      ptx::mbarrier_wait(&smem.q_empty[q_stage.index], q_stage.phase ^ 1u);
-      if (leader) {
-        ptx::mbarrier_arrive_expect_tx(&smem.q_full[q_stage.index], Traits::kQBytes);
-        tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[q_stage.index], tm_q, &smem.q_full[q_stage.index],
-                                                        tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
-                                                        tile.map_batch());
+    Rings rings;
+    if constexpr (Traits::kVarlen) {
+      // Dynamic handout (scheduler.cuh, TileQueue): this CTA's first unit, then claimed ones.
+      TileQueue<Storage, Traits::kTileSlots> queue{smem};
+      int unit = (int)blockIdx.x;  // the grid is at most num_units CTAs
+      for (;;) {
+        const bool more = unit < params.num_units;
+        int next = 0;
+        if (more && leader) next = claim_unit(params.tile_counter);  // in flight during this tile's loads
+        if (!more) {
+          queue.push(-1, leader);
+          break;
+        }
+        const typename Scheduler::TileT tile = Scheduler::tile_of(params, unit, 0);
+        if (Scheduler::has_rows(tile)) {
+          queue.push(unit, leader);
+          load_tile(smem, tm_q, tm_k, tm_v, params, tile, Scheduler::kv_range_of(params, tile), rings, lane);
+        }
+        unit = __shfl_sync(0xffffffffu, next, 0);
       }
-      q_stage.advance();
+    } else {
+      for (Scheduler sched(params); sched.valid(); sched.next()) {  // dense: every tile has rows
+        if (!sched.has_tile()) continue;
+        const typename Scheduler::TileT tile = sched.tile();
+        load_tile(smem, tm_q, tm_k, tm_v, params, tile, sched.kv_range(tile), rings, lane);
+      }
+    }
+  }
 
-      // K and V, last block first (the masked blocks of a causal tile come first).
-      for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
-        // Stage reuse: wait until every consumer warp released the K (then V) block held there.
-        ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
-        const int key_row = tile.k_offset + n * kBlockN;
-        if (leader) {
-          load_kv_block<Traits::kDqk, Traits::kKChunksPerCta>(smem.k[stage.index], tm_k, &smem.k_full[stage.index],
-                                                               Traits::kKBytes, key_row, head_kv, tile.map_batch());
-        }
+  // Q, then the K/V blocks of one tile (the consumers walk the same tiles and blocks).
+  static __device__ void load_tile(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
+                                   const CUtensorMap* tm_v, const KernelParams& params,
+                                   const typename Scheduler::TileT& tile, const KvRange& range, Rings& rings, int lane) {
+    const bool leader = !kWholeWarp || lane == 0;
+    if (range.empty()) return;  // the consumers skip this tile's mainloop too
+    const int head_kv = tile.head / params.heads_per_kv;
+    auto& q_stage = rings.q_stage;
+    auto& stage = rings.stage;
 
-        ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
-        // kVarlen: keys past the sequence's end lie inside the k/v maps (a packed neighbour, or keys
-        // past seqused_k); dense: past the maps' end, where TMA zero-fills.
-        int keys_in_block = kBlockN;  // kVarlen: >= 1, the range ends at the sequence's last key
-        if constexpr (Traits::kVarlen) keys_in_block = tile.mask.seqlen_k - n * kBlockN;
-        if (keys_in_block < kBlockN) {
-          load_v_zeroing_tail(smem, tm_v, stage.index, key_row, head_kv, tile.map_batch(), keys_in_block, tail_phase,
-                              lane);
-          tail_phase ^= 1u;
-        } else if (leader) {
-          load_kv_block<Traits::kDv, Traits::kVChunksPerCta>(smem.v[stage.index], tm_v, &smem.v_full[stage.index],
-                                                              Traits::kVBytes, key_row, head_kv, tile.map_batch());
-        }
+    // Q: wait until the consumers' last S of the tile that last used this buffer completed
+    // (q_empty; with two buffers that is the tile before the previous one, so this load overlaps
+    // the previous tile's last blocks), then load. A waiter on an "empty" barrier starts at
+    // parity 1, which a fresh barrier reports complete.
+    ptx::mbarrier_wait(&smem.q_empty[q_stage.index], q_stage.phase ^ 1u);
+    if (leader) {
+      ptx::mbarrier_arrive_expect_tx(&smem.q_full[q_stage.index], Traits::kQBytes);
+      tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[q_stage.index], tm_q, &smem.q_full[q_stage.index],
+                                                      tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
+                                                      tile.map_batch());
+    }
+    q_stage.advance();
+
+    // K and V, last block first (the masked blocks of a causal tile come first).
+    for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
+      // Stage reuse: wait until every consumer warp released the K (then V) block held there.
+      ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
+      const int key_row = tile.k_offset + n * kBlockN;
+      if (leader) {
+        load_kv_block<Traits::kDqk, Traits::kKChunksPerCta>(smem.k[stage.index], tm_k, &smem.k_full[stage.index],
+                                                             Traits::kKBytes, key_row, head_kv, tile.map_batch());
+      }
+
+      ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
+      // kVarlen: keys past the sequence's end lie inside the k/v maps (a packed neighbour, or keys
+      // past seqused_k); dense: past the maps' end, where TMA zero-fills.
+      int keys_in_block = kBlockN;  // kVarlen: >= 1, the range ends at the sequence's last key
+      if constexpr (Traits::kVarlen) keys_in_block = tile.mask.seqlen_k - n * kBlockN;
+      if (keys_in_block < kBlockN) {
+        load_v_zeroing_tail(smem, tm_v, stage.index, key_row, head_kv, tile.map_batch(), keys_in_block,
+                            rings.tail_phase, lane);
+        rings.tail_phase ^= 1u;
+      } else if (leader) {
+        load_kv_block<Traits::kDv, Traits::kVChunksPerCta>(smem.v[stage.index], tm_v, &smem.v_full[stage.index],
+                                                            Traits::kVBytes, key_row, head_kv, tile.map_batch());
       }
     }
   }
@@ -412,11 +448,19 @@ struct Consumer {
     if constexpr (Traits::kPingPong) {
       if (warpgroup == 1) ptx::named_barrier_arrive(kPingPongBarrier + 0, 256);
     }
-    for (Scheduler sched(params); sched.valid(); sched.next()) {
-      if (!sched.has_tile()) continue;
-      const typename Scheduler::TileT tile = sched.tile();
-      if (!Scheduler::has_rows(tile)) continue;  // varlen: past this sequence's rows (the producer skips it too)
-      run_tile(tile, sched.kv_range(tile));
+    if constexpr (Traits::kVarlen) {
+      // The units the producer hands out (scheduler.cuh, TileQueue), all with rows.
+      TileQueue<Storage, Traits::kTileSlots> queue{smem};
+      for (int unit = queue.pop(lane); unit >= 0; unit = queue.pop(lane)) {
+        const typename Scheduler::TileT tile = Scheduler::tile_of(params, unit, 0);
+        run_tile(tile, Scheduler::kv_range_of(params, tile));
+      }
+    } else {
+      for (Scheduler sched(params); sched.valid(); sched.next()) {  // dense: every tile has rows
+        if (!sched.has_tile()) continue;
+        const typename Scheduler::TileT tile = sched.tile();
+        run_tile(tile, sched.kv_range(tile));
+      }
     }
     // Ping-pong end: warpgroup 1's last turn_end arrived on warpgroup 0's barrier with no matching
     // sync; consume it so both named barriers end the kernel with no pending arrivals.

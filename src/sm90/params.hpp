@@ -46,6 +46,9 @@ struct KernelParams {
   const int32_t* cu_seqlens_k = nullptr;
   const int32_t* seqused_k = nullptr;
   MaskAlign mask_align = MaskAlign::kBottomRight;
+  // kVarlen kernels: the counter of the dynamic tile handout (scheduler.cuh, TileQueue): one int of
+  // device memory, 0 at launch, allocated and freed per call in stream order by the launcher.
+  int* tile_counter = nullptr;
 };
 
 }  // namespace flashcore::sm90

@@ -4,14 +4,15 @@
 // Varlen (kVarlen: cu_seqlens_q/k or seqused_k): the grid of tiles is laid over max_seqlen_q
 // (num_m_blocks = ceil(max_seqlen_q / kBlockM) for every sequence); tile() resolves the tile's
 // sequence (its token offsets, lengths and mask), and a tile whose query block starts past its
-// sequence's end has no rows: producer and consumers both skip it (has_rows), so they stay in step.
+// sequence's end has no rows: the producer skips it (has_rows) and never hands it to the consumers.
 // Dense (!kVarlen): every tile's sequence is the launch's: seqlen_q() and mask() read KernelParams
 // (constant bank) and nothing per sequence is resolved or held in registers.
 //
 // Tile order: tile_order.hpp (head groups sized for L2; longest first; causal calls in
 // balanced pairs of tiles). It is a sequence of units of one or two tiles.
-// Assignment: wave w (units w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves
-// CTA c gets offset c, odd waves offset grid-1-c), so a CTA that got one of the longest units of a
+// Assignment (dense kernels; the kVarlen ones hand units out dynamically, TileQueue below): wave w
+// (units w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves CTA c gets offset c,
+// odd waves offset grid-1-c), so a CTA that got one of the longest units of a
 // wave gets one of the shortest of the next: a static approximation of longest-processing-time
 // scheduling that needs no global counter (and so stays correct with concurrent launches). A CTA
 // runs both tiles of a paired unit before the next wave.
@@ -22,6 +23,7 @@
 
 #include "attention/mask.hpp"
 #include "common/host_device.hpp"
+#include "ptx/mbarrier.hpp"
 #include "sm90/params.hpp"
 #include "sm90/tile_order.hpp"
 
@@ -118,9 +120,13 @@ struct StaticPersistentScheduler {
   using TileT = Tile<kVarlen>;
 
   // The current tile (after has_tile() returned true).
-  FC_DEVICE TileT tile() const {
+  FC_DEVICE TileT tile() const { return tile_of(params, unit_index, sub); }
+
+  // Tile `sub` of unit `unit` of the launch's order (it must exist). Also what the kVarlen kernels'
+  // dynamic handout (TileQueue, below) resolves a unit index with.
+  FC_DEVICE static TileT tile_of(const KernelParams& params, int unit, int sub) {
     TileSlot slot_now;
-    order().tile(unit_index, sub, slot_now);
+    order_of(params).tile(unit, sub, slot_now);
     TileT t;
     t.m_block = slot_now.m_unit * kClusterM + rank_in_cluster();
     t.head = slot_now.head_index % params.heads_q;
@@ -155,7 +161,8 @@ struct StaticPersistentScheduler {
 
   // Union of the visible keys of the tile's rows (contiguous because each row's window is an
   // interval sliding by one key per row), in KV blocks.
-  FC_DEVICE KvRange kv_range(const TileT& t) const {
+  FC_DEVICE KvRange kv_range(const TileT& t) const { return kv_range_of(params, t); }
+  FC_DEVICE static KvRange kv_range_of(const KernelParams& params, const TileT& t) {
     KvRange r;
     const attn::VisibilityMask& m = mask(params, t);
     const int row_first = t.m_block * kBlockM;
@@ -166,6 +173,45 @@ struct StaticPersistentScheduler {
     r.n_first = key_first / kBlockN;
     r.n_last = key_last / kBlockN;
     return r;
+  }
+};
+
+// kVarlen kernels: dynamic tile handout. A varlen call's tiles differ in length from sequence to
+// sequence, and the tiles of the order past a shorter sequence's rows are empty, so the static
+// waves above balance badly (H200, d128 bf16 causal, batch of 8 lengths 512-4096: 470 TFLOPS with
+// the L2 head groups, 523 with one head per group; a static model of the waves put them at 0.88 and
+// 0.96 of perfect balance, a greedy handout at 0.99). Instead CTA c starts on unit c, and its
+// producer claims every further unit from a global counter (claim_unit; the next claim is in flight
+// while the current tile loads), skips units without rows, and hands the others to its consumers
+// through a queue of kSlots tile indices in shared memory; -1 says the order is exhausted.
+//   tile_full[i]   producer -> consumers: tile_unit[i] holds a unit (1 arrival, release: the write
+//                  of tile_unit[i] before it is visible to the waiters)
+//   tile_empty[i]  consumers -> producer: every consumer warp read tile_unit[i] (kConsumerWarps
+//                  arrivals), so the producer may overwrite it
+FC_DEVICE int claim_unit(int* counter) { return atomicAdd(counter, 1) + (int)gridDim.x; }
+
+template <class Storage, int kSlots>
+struct TileQueue {
+  Storage& smem;
+  ptx::PipelineState<kSlots> slot{};
+
+  // Producer: hand out `unit` (-1: none left). Every producer lane waits; `leader` writes.
+  FC_DEVICE void push(int unit, bool leader) {
+    ptx::mbarrier_wait(&smem.tile_empty[slot.index], slot.phase ^ 1u);
+    if (leader) {
+      smem.tile_unit[slot.index] = unit;
+      ptx::mbarrier_arrive(&smem.tile_full[slot.index]);
+    }
+    slot.advance();
+  }
+  // Consumer warp: the next unit (-1: none left).
+  FC_DEVICE int pop(int lane) {
+    ptx::mbarrier_wait(&smem.tile_full[slot.index], slot.phase);
+    const int unit = smem.tile_unit[slot.index];
+    __syncwarp();  // every lane read the slot before its warp frees it
+    if (lane == 0) ptx::mbarrier_arrive(&smem.tile_empty[slot.index]);
+    slot.advance();
+    return unit;
   }
 };
 
