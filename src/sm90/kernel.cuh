@@ -175,31 +175,31 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   params.num_units = TileScheduler<Traits>::order_of(params).num_units();
   const int grid_units = std::min(params.num_units, max_units);
 
+  Status status = Status::Ok();
+  void* counter = nullptr;
   if constexpr (Traits::kVarlen) {
     // The dynamic tile handout's counter (scheduler.cuh, TileQueue): allocated, zeroed and freed in
     // stream order around this launch, so calls on other streams and captured graphs each get their
     // own (the pool serves these 4 bytes without a device synchronization).
-    void* counter = nullptr;
     FC_CUDA_RETURN(cudaMallocAsync(&counter, sizeof(int), stream));
     params.tile_counter = static_cast<int*>(counter);
-    Status status = cuda_status(cudaMemsetAsync(counter, 0, sizeof(int), stream), "sm90: zeroing the tile counter");
-    if (status.ok()) {
-      kernel<<<grid_units, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
-      status = cuda_status(cudaGetLastError(), "sm90 forward_kernel");
-    }
-    const cudaError_t freed = cudaFreeAsync(counter, stream);
-    if (status.ok()) status = cuda_status(freed, "sm90: freeing the tile counter");
-    return status;
-  } else {
+    status = cuda_status(cudaMemsetAsync(counter, 0, sizeof(int), stream), "sm90: zeroing the tile counter");
+  }
+  if (status.ok()) {
     if constexpr (kClusterM == 1) {
       kernel<<<grid_units, Traits::kThreads, Traits::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, params);
     } else {
       const ClusterLaunchConfig<Traits> launch(grid_units * kClusterM, stream);
-      FC_CUDA_RETURN(cudaLaunchKernelEx(&launch.config, kernel, tm_q, tm_k, tm_v, tm_o, params));
+      status = cuda_status(cudaLaunchKernelEx(&launch.config, kernel, tm_q, tm_k, tm_v, tm_o, params),
+                           "cudaLaunchKernelEx(sm90 forward_kernel)");
     }
-    FC_CHECK_LAUNCH("sm90 forward_kernel");
-    return Status::Ok();
+    if (status.ok()) status = cuda_status(cudaGetLastError(), "sm90 forward_kernel");
   }
+  if constexpr (Traits::kVarlen) {
+    const cudaError_t freed = cudaFreeAsync(counter, stream);
+    if (status.ok()) status = cuda_status(freed, "sm90: freeing the tile counter");
+  }
+  return status;
 }
 
 // A call in which every query row sees every key, on the kAllKeysVisible kernel of the tile shape:

@@ -107,11 +107,7 @@ size_t smem_estimate() {
   if constexpr (C::kShortMaskedBelowSeqlenK > 0) bytes = std::max(bytes, kernel_smem<kDqk, kDv, TileShape::kShort, false>());
   return bytes;
 }
-// The head-dim pairs the sm90 path has a tile config for (tile_config.hpp), built or not.
-bool is_sm90_pair(int dqk, int dv) {
-  return (dqk == dv && (dqk == 64 || dqk == 96 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
-}
-
+// 0 for a head-dim pair the sm90 path has no tile config for (tile_config.hpp), built or not.
 size_t smem_needed(int dqk, int dv) {
   if (dqk == 64 && dv == 64) return smem_estimate<64, 64>();
   if (dqk == 96 && dv == 96) return smem_estimate<96, 96>();
@@ -157,16 +153,14 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   }
   if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
-  if (!is_sm90_pair(p.head_dim_qk, p.head_dim_v)) {
-    return dims + " are not supported by the sm90 path (pairs: 64/64, 96/96, 128/128, 192/128, 256/256)";
-  }
+  const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
+  if (smem == 0) return dims + " are not supported by the sm90 path (pairs: 64/64, 96/96, 128/128, 192/128, 256/256)";
   if (detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     // A pruned build (tests skip on this wording: "not in this build").
     return dims + " with " + dtype_name(p.dtype) +
            " are not in this build of the sm90 path (configure FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES; built: " +
            detail::built_kernels_list(kBuiltUnits) + ")";
   }
-  const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
   if (d.max_smem_per_block_optin < smem) {
     return "the sm90 configuration for head dims " + std::to_string(p.head_dim_qk) + "/" +
            std::to_string(p.head_dim_v) + " needs " + std::to_string(smem) +

@@ -90,10 +90,16 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 // Empty when this build has the sm90 kernel for (Dqk, Dv, dtype); otherwise supports()'s reason. A
 // build configured with fewer FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES skips those cases, saying so,
 // instead of failing them; any other refusal is still a failure.
-std::string kernel_not_in_build(int dqk, int dv, DType dtype) {
+// An H100/H200 as supports() sees it, for checks that need no device.
+detail::DeviceInfo hopper_device_info() {
   detail::DeviceInfo info;
   info.has_device = true, info.cc_major = 9, info.cc_minor = 0, info.sm_count = 132;
   info.max_smem_per_block_optin = 227 * 1024;
+  return info;
+}
+
+std::string kernel_not_in_build(int dqk, int dv, DType dtype) {
+  const detail::DeviceInfo info = hopper_device_info();
   AttentionParams p;
   p.batch = 1, p.seqlen_q = p.seqlen_k = 128, p.heads_q = p.heads_kv = 1;
   p.head_dim_qk = dqk, p.head_dim_v = dv, p.dtype = dtype;
@@ -468,9 +474,7 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
 // stride rules apply to.
 TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
   const detail::PathOps sm90 = detail::sm90_path();
-  detail::DeviceInfo info;
-  info.has_device = true, info.cc_major = 9, info.cc_minor = 0, info.sm_count = 132;
-  info.max_smem_per_block_optin = 227 * 1024;
+  detail::DeviceInfo info = hopper_device_info();
   AttentionParams p;
   p.batch = 3, p.seqlen_q = p.seqlen_k = 100, p.heads_q = 4, p.heads_kv = 2;
   p.head_dim_qk = p.head_dim_v = 128, p.dtype = DType::kBFloat16;
