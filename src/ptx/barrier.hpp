@@ -40,6 +40,13 @@ FC_DEVICE uint32_t cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   return rank;
 }
+// blockIdx.x read where it is used: a volatile read is not hoisted out of loops, so addresses
+// derived from it do not stay live across a consumer's main loop (registers).
+FC_DEVICE int ctaid_x_here() {
+  int id;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(id));
+  return id;
+}
 // Every thread of every CTA in the cluster arrives (release) and waits for all the others (acquire):
 // the cluster-wide __syncthreads. Not .aligned: callers may reach it from diverged lanes.
 FC_DEVICE void cluster_sync() {
@@ -58,5 +65,18 @@ FC_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
 
 // Generic-proxy writes to shared memory made visible to the async proxy (TMA store, wgmma reads).
 FC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// A flag in global memory between CTAs (the stream-K tail's partials, sm90/stream_k.cuh). The
+// writer's CTA-mates order their stores before the flag with a barrier; the release at GPU scope
+// then carries them (cumulativity). The reader's acquire orders its CTA-mates' later loads the same
+// way, after a barrier.
+FC_DEVICE void st_release_gpu(int* flag, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+FC_DEVICE int ld_acquire_gpu(const int* flag) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(flag) : "memory");
+  return value;
+}
 
 }  // namespace flashcore::ptx

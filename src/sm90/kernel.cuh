@@ -19,6 +19,7 @@
 #include "sm90/kernel_traits.cuh"
 #include "sm90/launch_args.hpp"
 #include "sm90/mainloop.cuh"
+#include "sm90/stream_k.hpp"
 #include "sm90/tile_order.hpp"
 
 namespace flashcore::sm90 {
@@ -60,8 +61,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     }
     ptx::mbarrier_init_fence();
+    // This CTA's share of the stream-K tail, worked out once here (the producer has no registers
+    // for the divisions).
+    if constexpr (Traits::kStreamK) {
+      smem.sk_list.fill(TileScheduler<Traits>::tail_of(params), TileScheduler<Traits>::unit());
+    }
   }
-  // Barrier initialisation (thread 0) before any use by the producer or consumers. The last
+  // Barrier initialisation (and the tail's list) by thread 0 before any use by the producer or consumers. The last
   // CTA-wide barrier before the role split. Cluster kernel: before any use by the other CTA too
   // (its multicast copies and stage releases land on this CTA's barriers).
   if constexpr (Traits::kClusterM > 1) {
@@ -152,6 +158,7 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
     max_units = units;
     cached_units.store(units, std::memory_order_relaxed);
   }
+  if (args.max_grid_units > 0) max_units = std::min(max_units, args.max_grid_units);  // tests
   // Heads whose tiles interleave in the scheduler (head_groups.hpp); query heads sharing a KV head
   // under GQA share its bytes.
   const double kv_bytes_per_query_head =
@@ -175,15 +182,42 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   params.num_units = TileScheduler<Traits>::order_of(params).num_units();
   const int grid_units = std::min(params.num_units, max_units);
 
+  // Equal tiles: the stream-K tail (stream_k.hpp) when the last wave is partial and the split pays
+  // (by default only for head dims whose tile config has kStreamKTail).
+  // Every tile of such a call visits KV blocks 0 .. ceil(Sk / kBlockN) - 1.
+  StreamKTail tail = plan_stream_k_tail(params.num_units, grid_units, 0, 0);
+  if constexpr (Traits::kStreamK) {
+    const int blocks_per_tile = args.k.base != nullptr ? (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN : 0;
+    const int force = args.stream_k >= 0 ? args.stream_k : (Traits::Config::kStreamKTail ? -1 : 0);
+    tail = plan_stream_k_tail(params.num_units, grid_units, blocks_per_tile, force);
+  }
+  params.wave_units = tail.first_unit;
+  params.sk_blocks_per_unit = tail.blocks_per_unit;
+  params.sk_first_wave = tail.first_unit / grid_units;
+
+  // Per-call workspace, allocated, zeroed and freed in stream order around this launch, so calls on
+  // other streams and captured graphs each get their own (the stream-ordered pool serves it without
+  // a device synchronization): the varlen handout's counter (scheduler.cuh, TileQueue), or the
+  // stream-K tail's flags and partials (stream_k.cuh). The zeroed part comes first.
+  size_t zeroed_bytes = 0, workspace_bytes = 0;
+  if constexpr (Traits::kVarlen) zeroed_bytes = workspace_bytes = sizeof(int);
+  if constexpr (Traits::kStreamK) {
+    if (tail.active()) {
+      const size_t ctas = (size_t)grid_units * kClusterM;
+      zeroed_bytes = (ctas * StreamKPartials<Traits>::kFlagsPerCta * sizeof(int) + 255) / 256 * 256;
+      workspace_bytes = zeroed_bytes + ctas * StreamKPartials<Traits>::kPartialBytesPerCta;
+    }
+  }
   Status status = Status::Ok();
-  void* counter = nullptr;
-  if constexpr (Traits::kVarlen) {
-    // The dynamic tile handout's counter (scheduler.cuh, TileQueue): allocated, zeroed and freed in
-    // stream order around this launch, so calls on other streams and captured graphs each get their
-    // own (the pool serves these 4 bytes without a device synchronization).
-    FC_CUDA_RETURN(cudaMallocAsync(&counter, sizeof(int), stream));
-    params.tile_counter = static_cast<int*>(counter);
-    status = cuda_status(cudaMemsetAsync(counter, 0, sizeof(int), stream), "sm90: zeroing the tile counter");
+  void* workspace = nullptr;
+  if (workspace_bytes > 0) {
+    FC_CUDA_RETURN(cudaMallocAsync(&workspace, workspace_bytes, stream));
+    status = cuda_status(cudaMemsetAsync(workspace, 0, zeroed_bytes, stream), "sm90: zeroing the launch workspace");
+    if constexpr (Traits::kVarlen) params.tile_counter = static_cast<int*>(workspace);
+    if constexpr (Traits::kStreamK) {
+      params.sk_flags = static_cast<int*>(workspace);
+      params.sk_partials = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + zeroed_bytes);
+    }
   }
   if (status.ok()) {
     if constexpr (kClusterM == 1) {
@@ -195,9 +229,9 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
     }
     if (status.ok()) status = cuda_status(cudaGetLastError(), "sm90 forward_kernel");
   }
-  if constexpr (Traits::kVarlen) {
-    const cudaError_t freed = cudaFreeAsync(counter, stream);
-    if (status.ok()) status = cuda_status(freed, "sm90: freeing the tile counter");
+  if (workspace != nullptr) {
+    const cudaError_t freed = cudaFreeAsync(workspace, stream);
+    if (status.ok()) status = cuda_status(freed, "sm90: freeing the launch workspace");
   }
   return status;
 }

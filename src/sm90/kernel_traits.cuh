@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ptx/wgmma.hpp"
+#include "sm90/stream_k.hpp"
 #include "sm90/tile_config.hpp"
 
 namespace flashcore::sm90 {
@@ -49,6 +50,8 @@ struct KernelTraits {
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kAllKeysVisible = kAllKeysVisible_;
+  // Equal tiles: the scheduler may split the last waves' tiles along KV (stream_k.hpp).
+  static constexpr bool kStreamK = kAllKeysVisible && !kVarlen;
 
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;
@@ -122,6 +125,8 @@ struct KernelTraits {
     // kVarlen only: the dynamic tile handout (scheduler.cuh, TileQueue), producer -> consumers.
     uint64_t tile_full[kTileSlots], tile_empty[kTileSlots];
     int tile_unit[kTileSlots];
+    // kStreamK: this CTA's items of the stream-K tail (stream_k.hpp), filled by thread 0 at start.
+    StreamKList sk_list;
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
     // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).
     float2 wait_order_sink[kConsumerWarps];

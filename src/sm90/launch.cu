@@ -211,6 +211,13 @@ int heads_per_group_override() {
   return env != nullptr ? std::max(std::atoi(env), 0) : 0;
 }
 
+// FLASHCORE_SM90_GRID=<n>: at most n CTAs (clusters) in the persistent grid (tests: several waves
+// and a stream-K tail with small calls). 0 or unset: as many as fit the device.
+int grid_override() {
+  const char* env = std::getenv("FLASHCORE_SM90_GRID");
+  return env != nullptr ? std::max(std::atoi(env), 0) : 0;
+}
+
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
   const BuiltUnit* unit = detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
@@ -229,7 +236,9 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   //   FLASHCORE_SM90_CLUSTER, _LONG_TILES, _SHORT_TILES=off|on: the cluster kernel, the long and the
   //   short tile shape never, or whenever the call allows them, whatever its length;
   //   FLASHCORE_SM90_TILE_ORDER=longest|paired: calls with uneven tiles (causal, windowed) take the
-  //   plain longest-first order, or balanced pairs (kernel.cuh, tile_order.hpp).
+  //   plain longest-first order, or balanced pairs (kernel.cuh, tile_order.hpp);
+  //   FLASHCORE_SM90_STREAM_K=off|on: equal-tile calls never, or whenever the last wave is partial,
+  //   split the last waves' tiles along KV (stream_k.hpp).
   a.schedule = two_word_override("FLASHCORE_SM90_SCHEDULE", "serial", "overlap");
   a.block_n = block_n_override();
   a.always_rescale = two_word_override("FLASHCORE_SM90_RESCALE", "vote", "always");
@@ -238,6 +247,8 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.short_tiles = two_word_override("FLASHCORE_SM90_SHORT_TILES", "off", "on");
   a.pair_tiles = two_word_override("FLASHCORE_SM90_TILE_ORDER", "longest", "paired");
   a.heads_per_group = heads_per_group_override();
+  a.stream_k = two_word_override("FLASHCORE_SM90_STREAM_K", "off", "on");
+  a.max_grid_units = grid_override();
 
   KernelParams& k = a.params;
   k.o = p.o;

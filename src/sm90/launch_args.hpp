@@ -53,6 +53,12 @@ struct LaunchArgs {
   int pair_tiles = -1;   // paired tile order (tile_order.hpp): -1 where it pays, 0 never, 1 always
                          // for uneven tiles (FLASHCORE_SM90_TILE_ORDER=longest|paired, tuning/tests)
   int heads_per_group = 0;  // 0: head_groups.hpp's rule; > 0: that many (FLASHCORE_SM90_HEADS_PER_GROUP, tests)
+  // The stream-K tail of equal-tile calls (stream_k.hpp): -1 where it pays (plan_stream_k_tail), 0
+  // never, 1 whenever the last wave is partial (FLASHCORE_SM90_STREAM_K=off|on, tuning/tests).
+  int stream_k = -1;
+  // > 0: at most this many CTAs (clusters) in the persistent grid (FLASHCORE_SM90_GRID=<n>, tests:
+  // small calls with several waves and a stream-K tail).
+  int max_grid_units = 0;
 };
 
 // One per built (Dqk, Dv, dtype) instantiation unit.

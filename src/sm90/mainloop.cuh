@@ -37,6 +37,7 @@
 #include "sm90/params.hpp"
 #include "sm90/scheduler.cuh"
 #include "sm90/softmax.cuh"
+#include "sm90/stream_k.cuh"
 
 namespace flashcore::sm90 {
 
@@ -114,10 +115,18 @@ struct Producer {
         unit = __shfl_sync(0xffffffffu, next, 0);
       }
     } else {
-      for (Scheduler sched(params); sched.valid(); sched.next()) {  // dense: every tile has rows
+      // Dense: every tile has rows. The waves, then (kStreamK) this CTA's items of the tail.
+      for (Scheduler sched(params); sched.in_waves(); sched.next()) {
         if (!sched.has_tile()) continue;
         const typename Scheduler::TileT tile = sched.tile();
         load_tile(smem, tm_q, tm_k, tm_v, params, tile, sched.kv_range(tile), rings, lane);
+      }
+      if constexpr (Traits::kStreamK) {
+        for (int k = 0; k < smem.sk_list.count; ++k) {
+          const StreamKWork& work = smem.sk_list.work[k];
+          load_tile(smem, tm_q, tm_k, tm_v, params, Scheduler::tile_of(params, work.unit, 0), Scheduler::part_of(work),
+                    rings, lane);
+        }
       }
     }
   }
@@ -390,7 +399,12 @@ struct Consumer {
   }
 
   // ---- One tile -------------------------------------------------------------------------------
-  __device__ void run_tile(const typename Scheduler::TileT& tile, const KvRange& range) {
+  // `range`: the tile's KV blocks, or a stream-K tail item's part of them; the item's role says how
+  // it ends (stream_k.hpp): the epilogue, the partial stored for the next CTA, or the previous
+  // CTA's partial merged and then the epilogue.
+  // (`sched` is read for the role only after the main loop: a role held across it costs a register.)
+  __device__ void run_tile(const typename Scheduler::TileT& tile, const KvRange& range,
+                           const Scheduler* sched = nullptr) {
     float o[kAccO];
     float s[kAccS];
     uint32_t p[kRegsP];
@@ -438,6 +452,15 @@ struct Consumer {
       }
       q_state.advance();  // the next tile's Q is in the other buffer (kQStages 2)
     }
+    if constexpr (Traits::kStreamK) {
+      const int thread_in_wg = warp * 32 + lane;
+      const TileRole role = sched->role();
+      if (role == TileRole::kWritePartial) {
+        StreamKPartials<Traits>::store(params, warpgroup, thread_in_wg, o, softmax);
+        return;
+      }
+      if (role == TileRole::kMergePartial) StreamKPartials<Traits>::merge(params, warpgroup, thread_in_wg, o, softmax);
+    }
     float inv_sum[2], lse[2];
     softmax.finalize(params.scale, inv_sum, lse);
     Epilogue::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
@@ -456,10 +479,10 @@ struct Consumer {
         run_tile(tile, Scheduler::kv_range_of(params, tile));
       }
     } else {
-      for (Scheduler sched(params); sched.valid(); sched.next()) {  // dense: every tile has rows
+      for (Scheduler sched(params, &smem.sk_list); sched.valid(); sched.next()) {  // dense: every tile has rows
         if (!sched.has_tile()) continue;
         const typename Scheduler::TileT tile = sched.tile();
-        run_tile(tile, sched.kv_range(tile));
+        run_tile(tile, sched.kv_range(tile), &sched);
       }
     }
     // Ping-pong end: warpgroup 1's last turn_end arrived on warpgroup 0's barrier with no matching

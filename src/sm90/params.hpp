@@ -21,6 +21,9 @@ struct KernelParams {
 
   int num_m_blocks = 0;  // ceil(Sq / kBlockM)
   int num_units = 0;     // units of the tile order (tile_order.hpp): tiles, pairs of tiles, cluster pairs
+  // Units [0, wave_units) run in the scheduler's whole-tile waves; the rest form the stream-K tail
+  // (stream_k.hpp; wave_units = num_units without one).
+  int wave_units = 0;
   int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (tile_order.hpp)
   bool pair_tiles = false;  // tile_order.hpp's paired order (causal one-CTA dense calls; kernel.cuh decides)
 
@@ -49,6 +52,14 @@ struct KernelParams {
   // kVarlen kernels: the counter of the dynamic tile handout (scheduler.cuh, TileQueue): one int of
   // device memory, 0 at launch, allocated and freed per call in stream order by the launcher.
   int* tile_counter = nullptr;
+
+  // Stream-K tail (stream_k.hpp; dense kAllKeysVisible kernels): KV blocks per tile (0: no tail), and
+  // the per-call workspace: per CTA and consumer warpgroup one flag (0 at launch) and one slot of
+  // fp32 partials (stream_k.cuh).
+  int sk_blocks_per_unit = 0;
+  int sk_first_wave = 0;  // wave_units / grid units: the scheduler's wave count where the tail starts
+  int* sk_flags = nullptr;
+  float* sk_partials = nullptr;
 };
 
 }  // namespace flashcore::sm90

@@ -19,12 +19,16 @@
 // Cluster kernel (kClusterM = 2): the unit of that order is a pair of adjacent query blocks of one
 // head, and the "CTAs" are clusters: both CTAs of a cluster walk the same pairs, rank r taking query
 // block 2p + r of pair p (KernelParams::num_units counts pairs; num_m_blocks is even).
+// Stream-K tail (kStreamK: dense calls whose tiles are all equally long; stream_k.hpp): the waves
+// cover units [0, wave_units); after them each CTA walks the items of its share of the tail, parts
+// of tiles included (kv_range() narrows the tile's blocks, role() says how its epilogue ends).
 #pragma once
 
 #include "attention/mask.hpp"
 #include "common/host_device.hpp"
 #include "ptx/mbarrier.hpp"
 #include "sm90/params.hpp"
+#include "sm90/stream_k.hpp"
 #include "sm90/tile_order.hpp"
 
 namespace flashcore::sm90 {
@@ -64,14 +68,21 @@ struct KvRange {
   FC_DEVICE int count() const { return n_last - n_first + 1; }
 };
 
-template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1>
+template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1, bool kStreamK = false>
 struct StaticPersistentScheduler {
   const KernelParams& params;
+  // kStreamK: this CTA's items of the tail (shared memory, filled by the kernel shell). After the
+  // waves, `wave` counts on through them (item wave - sk_first_wave), so walking the tail holds no
+  // register beyond the waves' two (the producer has 24).
+  const StreamKList* tail_list;
   int wave = 0;
-  int unit_index;  // the current unit of the order (may be >= num_units in the last wave)
-  int sub = 0;     // which tile of the unit (0, or 1 for the second tile of a pair)
+  int unit_index;   // the current unit of the order (may be >= wave_units in the last wave)
+  int sub = 0;      // which tile of the unit (0, or 1 for the second tile of a pair)
 
-  FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p) : params(p) { unit_index = slot(0); }
+  FC_DEVICE explicit StaticPersistentScheduler(const KernelParams& p, const StreamKList* list = nullptr)
+      : params(p), tail_list(list) {
+    unit_index = slot(0);
+  }
 
   // The scheduling units: CTAs, or clusters of kClusterM CTAs (a cluster's CTAs are consecutive).
   FC_DEVICE static int units() { return (int)(gridDim.x / kClusterM); }
@@ -98,13 +109,39 @@ struct StaticPersistentScheduler {
     const int offset = (w & 1) ? units() - 1 - unit() : unit();
     return w * units() + offset;
   }
-  // More waves to visit. In the last wave some CTAs get no unit: has_tile() is false for them.
-  FC_DEVICE bool valid() const { return wave * units() < params.num_units; }
-  FC_DEVICE bool has_tile() const {
-    TileSlot s;
-    return unit_index < params.num_units && order().tile(unit_index, sub, s);
+  // The stream-K tail of a launch (inactive when wave_units == num_units); the kernel shell fills
+  // each CTA's StreamKList from it.
+  FC_DEVICE static StreamKTail tail_of(const KernelParams& p) {
+    StreamKTail t;
+    t.first_unit = p.wave_units;
+    t.num_units = p.num_units;
+    t.blocks_per_unit = p.sk_blocks_per_unit;
+    t.grid_units = units();
+    return t;
   }
-  // The unit's second tile, if it has one, else the next wave's unit.
+  FC_DEVICE bool in_waves() const {
+    if constexpr (kStreamK) {
+      if (params.sk_blocks_per_unit > 0) return wave < params.sk_first_wave;
+    }
+    return wave * units() < params.wave_units;
+  }
+  FC_DEVICE bool in_tail() const { return kStreamK && !in_waves(); }
+  FC_DEVICE const StreamKWork& tail_item() const { return tail_list->work[wave - params.sk_first_wave]; }
+
+  // More waves (then tail items) to visit. In the last wave some CTAs get no unit: has_tile() is
+  // false for them.
+  FC_DEVICE bool valid() const {
+    if constexpr (kStreamK) {
+      if (params.sk_blocks_per_unit > 0) return wave - params.sk_first_wave < tail_list->count;
+    }
+    return wave * units() < params.wave_units;
+  }
+  FC_DEVICE bool has_tile() const {
+    if (in_tail()) return true;
+    TileSlot s;
+    return unit_index < params.wave_units && order().tile(unit_index, sub, s);
+  }
+  // The unit's second tile, if it has one, else the next wave's unit (or the next tail item).
   FC_DEVICE void next() {
     if constexpr (kMayPair) {
       TileSlot second;
@@ -120,7 +157,12 @@ struct StaticPersistentScheduler {
   using TileT = Tile<kVarlen>;
 
   // The current tile (after has_tile() returned true).
-  FC_DEVICE TileT tile() const { return tile_of(params, unit_index, sub); }
+  FC_DEVICE TileT tile() const {
+    if (in_tail()) return tile_of(params, tail_item().unit, 0);
+    return tile_of(params, unit_index, sub);
+  }
+  // How the current tile's epilogue ends: kWholeTile in the waves; a tail item's role.
+  FC_DEVICE TileRole role() const { return in_tail() ? tail_item().role : TileRole::kWholeTile; }
 
   // Tile `sub` of unit `unit` of the launch's order (it must exist). Also what the kVarlen kernels'
   // dynamic handout (TileQueue, below) resolves a unit index with.
@@ -160,8 +202,18 @@ struct StaticPersistentScheduler {
   }
 
   // Union of the visible keys of the tile's rows (contiguous because each row's window is an
-  // interval sliding by one key per row), in KV blocks.
-  FC_DEVICE KvRange kv_range(const TileT& t) const { return kv_range_of(params, t); }
+  // interval sliding by one key per row), in KV blocks. A tail item: its part of them (blocks are
+  // visited from n_last down, so visit position j is block n_last - j).
+  FC_DEVICE KvRange kv_range(const TileT& t) const {
+    return in_tail() ? part_of(tail_item()) : kv_range_of(params, t);
+  }
+  // A tail item's blocks of its tile.
+  FC_DEVICE static KvRange part_of(const StreamKWork& w) {
+    KvRange r;
+    r.n_first = w.n_first;
+    r.n_last = w.n_last;
+    return r;
+  }
   FC_DEVICE static KvRange kv_range_of(const KernelParams& params, const TileT& t) {
     KvRange r;
     const attn::VisibilityMask& m = mask(params, t);
@@ -217,6 +269,7 @@ struct TileQueue {
 
 // The scheduler of a kernel (Traits: kernel_traits.cuh).
 template <class Traits>
-using TileScheduler = StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen, Traits::kClusterM>;
+using TileScheduler =
+    StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen, Traits::kClusterM, Traits::kStreamK>;
 
 }  // namespace flashcore::sm90

@@ -50,6 +50,14 @@ namespace flashcore::sm90 {
 // kClusterMinSeqlenK: the cluster kernel only from this many keys on. Below it the two CTAs' lockstep
 // costs more than the L2 traffic it saves (same A/B, d128: S=1k 552 -> 565 without the cluster, S=4k
 // +1 %, but S=8k -1 %, S=16k -1.5 %).
+// kStreamKTail: calls whose tiles are all equally long split the last waves' tiles along KV when
+// the last wave is partial (stream_k.hpp), by default; false: only with FLASHCORE_SM90_STREAM_K=on.
+// H200, fp16, same binary, two rounds (bench/results/2026-11-24-h200-session9-stream-k): d64 +1 to
+// +3 % (S=1k 409 -> 414, S=4k 517 -> 529, S=8k 514 -> 530 in the low-level round), d128 +0.4 to
+// +1.5 % (S=2k 625 -> 635, S=16k 626 -> 629); d256 lost (S=1k 584 -> 571, S=2k -0.7 %, S=8k / 16k
+// -3 % in one round of two). The H200 is power-limited: SMs idle in a partial last wave let the
+// others clock higher, so the tail wins less than its idle-SM share, and the partials' 17 MB of
+// fp32 traffic per d256 call cost more than that.
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -107,6 +115,7 @@ struct TileConfig<64, 64> {
   static constexpr int kClusterMinSeqlenK = 0;
   static constexpr int kLongMinSeqlenK = 0;
   static constexpr int kShortMaskedBelowSeqlenK = 2048;
+  static constexpr bool kStreamKTail = true;
 };
 
 // d64, short masked calls (session 7): two consumer warpgroups (kBlockM 128, ping-pong, 240
@@ -145,6 +154,7 @@ struct TileConfig<128, 128> {
   static constexpr int kClusterMinSeqlenK = 8192;
   static constexpr int kLongMinSeqlenK = 8192;
   static constexpr int kShortMaskedBelowSeqlenK = 0;
+  static constexpr bool kStreamKTail = true;
 };
 
 // d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
@@ -192,6 +202,7 @@ struct TileConfig<256, 256> {
   static constexpr int kClusterMinSeqlenK = 8192;
   static constexpr int kLongMinSeqlenK = 0;
   static constexpr int kShortMaskedBelowSeqlenK = 0;
+  static constexpr bool kStreamKTail = false;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,

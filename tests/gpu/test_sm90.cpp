@@ -46,6 +46,8 @@ struct Case {
   const char* short_tiles = "";// FLASHCORE_SM90_SHORT_TILES value ("" = the short tile shape where it pays)
   const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
   int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
+  const char* stream_k = "";   // FLASHCORE_SM90_STREAM_K value ("" = the stream-K tail where it pays)
+  int grid = 0;                // FLASHCORE_SM90_GRID value (0 = as many CTAs as fit the device)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   std::string name() const {
@@ -78,6 +80,8 @@ struct Case {
     if (*short_tiles) s += std::string("_short_") + short_tiles;
     if (*tile_order) s += std::string("_order_") + tile_order;
     if (heads_per_group > 0) s += "_hpg" + std::to_string(heads_per_group);
+    if (*stream_k) s += std::string("_streamk_") + stream_k;
+    if (grid > 0) s += "_grid" + std::to_string(grid);
     return s;
   }
 };
@@ -167,6 +171,8 @@ void run_case(const Case& c) {
   if (*c.short_tiles) setenv("FLASHCORE_SM90_SHORT_TILES", c.short_tiles, 1);
   if (*c.tile_order) setenv("FLASHCORE_SM90_TILE_ORDER", c.tile_order, 1);
   if (c.heads_per_group > 0) setenv("FLASHCORE_SM90_HEADS_PER_GROUP", std::to_string(c.heads_per_group).c_str(), 1);
+  if (*c.stream_k) setenv("FLASHCORE_SM90_STREAM_K", c.stream_k, 1);
+  if (c.grid > 0) setenv("FLASHCORE_SM90_GRID", std::to_string(c.grid).c_str(), 1);
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
   unsetenv("FLASHCORE_SM90_SCHEDULE");
   unsetenv("FLASHCORE_SM90_BLOCK_N");
@@ -176,6 +182,8 @@ void run_case(const Case& c) {
   unsetenv("FLASHCORE_SM90_SHORT_TILES");
   unsetenv("FLASHCORE_SM90_TILE_ORDER");
   unsetenv("FLASHCORE_SM90_HEADS_PER_GROUP");
+  unsetenv("FLASHCORE_SM90_STREAM_K");
+  unsetenv("FLASHCORE_SM90_GRID");
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
   std::printf("[sm90] %-60s rel %.3e (naive %.3e) max %.3e (naive %.3e)\n", c.name().c_str(),
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
@@ -312,6 +320,17 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 12; c.heads_kv = 4; c.seqlen_q = 520; c.seqlen_k = 700; c.window_left = 128; c.window_right = 0; c.heads_per_group = 4; c.tile_order = "paired"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; c.tile_order = "longest"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 32; c.heads_kv = 8; c.seqlen_q = c.seqlen_k = 520; c.causal = true; c.heads_per_group = 5; });
+      // The stream-K tail (stream_k.hpp) of calls whose rows see every key, on a grid capped to a
+      // few CTAs so small calls have a partial last wave: tiles split between two CTAs (the first
+      // part's partial stored, then merged by the next CTA), whole tail tiles, key and query tails,
+      // input scale 10 (maxima differ between the parts), softcap, several waves before the tail,
+      // GQA; the cluster kernel (partials exchanged rank by rank) and d128's long tile shape; and
+      // the same call with the tail off.
+      add([](Case& c) { c.heads_q = 3; c.heads_kv = 3; c.seqlen_q = 300; c.seqlen_k = 1000; c.input_scale = 10; c.stream_k = "on"; c.grid = 5; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 6; c.heads_kv = 2; c.seqlen_q = 520; c.seqlen_k = 333; c.softcap = 30; c.stream_k = "on"; c.grid = 7; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 4; c.seqlen_q = 512; c.seqlen_k = 700; c.input_scale = 10; c.cluster = "on"; c.stream_k = "on"; c.grid = 3; });
+      add([](Case& c) { c.heads_q = 3; c.heads_kv = 1; c.seqlen_q = 500; c.seqlen_k = 777; c.long_tiles = "on"; c.stream_k = "on"; c.grid = 4; });
+      add([](Case& c) { c.heads_q = 3; c.heads_kv = 3; c.seqlen_q = 300; c.seqlen_k = 1000; c.stream_k = "off"; c.grid = 5; });
       add_varlen_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
@@ -384,6 +403,26 @@ TEST(Sm90Sanitizer, ClusterKernel) {
     c.heads_q = 4, c.heads_kv = 2;
     c.seqlen_q = 256, c.seqlen_k = 200;
     c.cluster = "on";  // below the length from which the launcher picks it by itself
+    if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
+  }
+  SKIP_IF_NONE_RAN(kernels);
+}
+
+// The stream-K tail for compute-sanitizer: partials stored and merged across CTAs through global
+// memory behind a flag (stream_k.cuh), one CTA per tile and the cluster kernel.
+TEST(Sm90Sanitizer, StreamKTail) {
+  FC_REQUIRE_SM(90);
+  KernelsInBuild kernels;
+  for (int d : {64, 128, 256}) {
+    Case c;
+    c.head_dim = d;
+    c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
+    c.heads_q = 4, c.heads_kv = 2;
+    c.seqlen_q = 384, c.seqlen_k = 500;
+    c.stream_k = "on", c.grid = 5;
+    if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
+    if (d == 64) continue;
+    c.cluster = "on", c.seqlen_q = 512, c.heads_q = 6;  // 12 pairs of query blocks on 5 clusters
     if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
   }
   SKIP_IF_NONE_RAN(kernels);
