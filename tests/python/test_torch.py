@@ -276,6 +276,39 @@ def test_cuda_graph_capture_and_replay_dense_and_varlen():
 
 
 @requires_cuda
+def test_cuda_graph_capture_and_replay_stream_k_tail(monkeypatch):
+    # sm90: the persistent grid capped to 5 CTAs and the stream-K tail forced on, so this dense call
+    # (3 query blocks x 4 heads = 12 tiles) splits tiles between CTAs; the launch workspace (flags,
+    # fp32 partials) is then allocated inside the capture. Other paths ignore both variables.
+    monkeypatch.setenv("FLASHCORE_SM90_GRID", "5")
+    monkeypatch.setenv("FLASHCORE_SM90_STREAM_K", "on")
+    q, k, v = make_inputs(1, 300, 700, 4, 4, 128, 128, torch.float16, scale=3.0, seed=5)
+
+    def step():
+        return flashcore.flash_attn_func(q, k, v, return_attn_probs=True)[:2]
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for x in (q, k, v):
+        x.copy_(torch.randn(x.shape, device="cuda", generator=gen).mul_(3.0))
+    graph.replay()
+    torch.cuda.synchronize()
+    expect_out, expect_lse = step()
+    torch.testing.assert_close(out, expect_out, rtol=0, atol=0)
+    torch.testing.assert_close(lse, expect_lse, rtol=0, atol=0)
+    ref_o, ref_lse = attention(to_np64(q), to_np64(k), to_np64(v))
+    assert_within_2x_baseline(out, sdpa_math_in_dtype(q, k, v), ref_o, "stream-K tail in a CUDA graph")
+    np.testing.assert_allclose(lse.cpu().numpy(), ref_lse, atol=2e-3, rtol=1e-3)
+
+
+@requires_cuda
 @pytest.mark.parametrize("compiled", [False, True])
 def test_backward_raises_a_clear_error(compiled):
     torch._dynamo.reset()
