@@ -247,6 +247,25 @@ def test_torch_compile_fullgraph_has_no_graph_break():
         torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
+def capture_and_replay(step, inputs, scale=1.0, seed=7):
+    """Captures step() in a CUDA graph (after a warm-up outside the capture), refills `inputs` with
+    new random values, replays, and returns (the graph's outputs, an eager step() on the new inputs)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for x in inputs:
+        x.copy_(torch.randn(x.shape, device="cuda", generator=gen).mul_(scale))
+    graph.replay()
+    torch.cuda.synchronize()
+    return captured, step()
+
+
 @requires_cuda
 def test_cuda_graph_capture_and_replay_dense_and_varlen():
     q, k, v = make_inputs(2, 128, 128, 4, 4, 128, 128, torch.float16)
@@ -257,22 +276,9 @@ def test_cuda_graph_capture_and_replay_dense_and_varlen():
         return flashcore.flash_attn_func(q, k, v, causal=True), flashcore.flash_attn_varlen_func(
             qf, kf, vf, cu, cu, 156, 156, causal=True)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()  # warm-up outside capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        dense_out, varlen_out = step()
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    for x in (q, k, v):
-        x.copy_(torch.randn(x.shape, device="cuda", generator=gen))
-    graph.replay()
-    torch.cuda.synchronize()
-    dense_expect, varlen_expect = step()
-    torch.testing.assert_close(dense_out, dense_expect, rtol=0, atol=0)
-    torch.testing.assert_close(varlen_out, varlen_expect, rtol=0, atol=0)
+    captured, expect = capture_and_replay(step, (q, k, v))
+    for got, want in zip(captured, expect):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
 @requires_cuda
@@ -287,22 +293,9 @@ def test_cuda_graph_capture_and_replay_stream_k_tail(monkeypatch):
     def step():
         return flashcore.flash_attn_func(q, k, v, return_attn_probs=True)[:2]
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()  # warm-up outside capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = step()
-    gen = torch.Generator(device="cuda").manual_seed(11)
-    for x in (q, k, v):
-        x.copy_(torch.randn(x.shape, device="cuda", generator=gen).mul_(3.0))
-    graph.replay()
-    torch.cuda.synchronize()
-    expect_out, expect_lse = step()
-    torch.testing.assert_close(out, expect_out, rtol=0, atol=0)
-    torch.testing.assert_close(lse, expect_lse, rtol=0, atol=0)
+    (out, lse), expect = capture_and_replay(step, (q, k, v), scale=3.0, seed=11)
+    torch.testing.assert_close(out, expect[0], rtol=0, atol=0)
+    torch.testing.assert_close(lse, expect[1], rtol=0, atol=0)
     ref_o, ref_lse = attention(to_np64(q), to_np64(k), to_np64(v))
     assert_within_2x_baseline(out, sdpa_math_in_dtype(q, k, v), ref_o, "stream-K tail in a CUDA graph")
     np.testing.assert_allclose(lse.cpu().numpy(), ref_lse, atol=2e-3, rtol=1e-3)
