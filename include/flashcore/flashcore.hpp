@@ -147,6 +147,10 @@ Status validate(const AttentionParams& params, cudaStream_t stream = nullptr);
 // Computes attention. Device pointers run on `stream` with the fastest path that supports the call;
 // host pointers (or a machine with no GPU) run the fp64 CPU reference synchronously.
 // On any error nothing is written and the status names the argument and the rule.
+// Device memory: the sm90 path may take a small per-call workspace from the device's stream-ordered
+// pool (cudaMallocAsync on `stream`, freed on it after the kernel; allowed during graph capture):
+// 4 bytes for varlen calls, and for calls whose rows all see every key, when the last wave of tiles
+// is partial, 55-105 KiB per SM of fp32 partials at d64/d128 (docs/semantics.md, "Paths").
 Status attention_forward(const AttentionParams& params, cudaStream_t stream = nullptr);
 
 // Whether `path` can compute `params` on the current device (or on the host, for the CPU path),
