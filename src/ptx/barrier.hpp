@@ -40,13 +40,6 @@ FC_DEVICE uint32_t cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   return rank;
 }
-// blockIdx.x read where it is used: a volatile read is not hoisted out of loops, so addresses
-// derived from it do not stay live across a consumer's main loop (registers).
-FC_DEVICE int ctaid_x_here() {
-  int id;
-  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(id));
-  return id;
-}
 // Every thread of every CTA in the cluster arrives (release) and waits for all the others (acquire):
 // the cluster-wide __syncthreads. Not .aligned: callers may reach it from diverged lanes.
 FC_DEVICE void cluster_sync() {

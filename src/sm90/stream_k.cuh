@@ -38,7 +38,7 @@ struct StreamKPartials {
   // The first part of a split tile: this warpgroup's O (unnormalized, relative to its row max) and
   // softmax state to this CTA's slot, then the flag. `thread`: 0..127 in the warpgroup.
   FC_DEVICE static void store(const KernelParams& p, int warpgroup, int thread, const float* o, const OnlineSoftmax& sm) {
-    const int cta = ptx::ctaid_x_here();
+    const int cta = (int)blockIdx.x;
     float* base = slot(p, cta, warpgroup) + thread;
 #pragma unroll
     for (int i = 0; i < Traits::kAccO; ++i) __stcg(base + i * kThreads, o[i]);
@@ -55,7 +55,7 @@ struct StreamKPartials {
   // The rest of the split tile is in o / sm: wait for the previous CTA's (the same rank of the
   // previous cluster) partial and fold it in, both moved to the larger of the two row maxima.
   FC_DEVICE static void merge(const KernelParams& p, int warpgroup, int thread, float* o, OnlineSoftmax& sm) {
-    const int writer = ptx::ctaid_x_here() - Traits::kClusterM;
+    const int writer = (int)blockIdx.x - Traits::kClusterM;
     if (thread == 0) {
       // The writer stored this partial as the first item of its share: normally long done.
       const int* ready = flag(p, writer, warpgroup);
