@@ -56,6 +56,10 @@ def test_markdown_report_ratio_na_reasons_and_ladder(tmp_path):
     assert "| n/a [1] | 100.0 | 10.0 | 300.0 | 0.33 (flashcore-sm80 / sdpa-flash) |" in text
     assert "1. flashcore-sm90: the sm90 path is not part of this build" in text
     assert "| 10.0 | 100.0 [10.0x base, 10.00x prev] | n/a | 300.0 (sdpa-flash) [30.0x base, 3.00x prev] |" in text
+    assert "Steady state" not in text
+    report["warmup_seconds"] = 1.5
+    compare.write_markdown(report, str(path), impls)
+    assert "Steady state: each measurement follows 1.5 s of the same call" in path.read_text()
 
 
 def test_merge_concatenates_rows_and_refuses_mixed_commits():

@@ -14,16 +14,19 @@ once per configuration (fp64 when small, else fp32) on a slice of query rows of 
 An implementation that cannot run a row shows "n/a" with the reason (flashcore's supports(), the
 error torch raised, or a stated limit). --rounds N times every implementation N times per row in
 rotating order and keeps the median round (rows then also carry `rounds_ms`): the H200's clock is
-power-limited, so one 30-call window can land on a slow stretch. Varlen rows time flashcore with
-cu_seqlens trusted, as flash-attn always does (flashcore.set_check_device_metadata(False)); the
-row's note gives the time of the default call, which validates them (one stream synchronization).
+power-limited, so one 30-call window can land on a slow stretch. --warmup-seconds S measures the
+steady state instead: each measurement follows S seconds of the same call, so the clock is the one
+the 700 W cap allows under sustained load, not the one left by whatever ran before. Varlen rows time
+flashcore with cu_seqlens trusted, as flash-attn always does (flashcore.set_check_device_metadata(
+False)); the row's note gives the time of the default call, which validates them (one stream
+synchronization).
 
 Writes DIR/report.json (schema below), DIR/report.md and DIR/tflops.png (one panel per configuration
 family, TFLOPS vs sequence length, one line per implementation).
 
-report.json: {device, date, commit, command, torch, rows: [{impl, pass, dtype, B, Hq, Hkv, Sq, Sk, Dqk,
-Dv, causal, window, ms, tflops, max_err, note, family, varlen[, rounds_ms]}]}; ms/tflops/max_err are
-null when not measured (note then says why). --merge A.json B.json ... combines reports of one commit
+report.json: {device, date, commit, command, torch[, warmup_seconds], rows: [{impl, pass, dtype, B, Hq,
+Hkv, Sq, Sk, Dqk, Dv, causal, window, ms, tflops, max_err, note, family, varlen[, rounds_ms]}]};
+ms/tflops/max_err are null when not measured (note then says why). --merge A.json B.json ... combines reports of one commit
 (e.g. one device call per group of families) without measuring.
 
   python3 tools/bench/compare.py --quick --out bench-out
@@ -40,6 +43,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
@@ -347,10 +351,20 @@ def make_runner(impl: str, cfg: Config, sample: Inputs):
 # Timing
 # ------------------------------------------------------------------------------------------------
 
-def time_calls(run, sets: List[Inputs], iters: int, warmup: int) -> Tuple[float, int]:
-    """Median milliseconds of `iters` calls (fewer when one call is slow), CUDA events per call."""
+def time_calls(run, sets: List[Inputs], iters: int, warmup: int, warmup_s: float = 0.0) -> Tuple[float, int]:
+    """Median milliseconds of `iters` calls (fewer when one call is slow), CUDA events per call.
+    The warm-up is `warmup` calls and, with warmup_s > 0, goes on until the GPU has run this call for
+    that many seconds (the steady state of a power-capped GPU, see --warmup-seconds)."""
     for i in range(warmup):
         run(sets[i % len(sets)])
+    if warmup_s > 0:
+        torch.cuda.synchronize()
+        begin, i = time.perf_counter(), 0
+        while time.perf_counter() - begin < warmup_s:
+            for _ in range(8):  # a few calls per check, so the queue never runs dry
+                run(sets[i % len(sets)])
+                i += 1
+            torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     run(sets[0])
@@ -414,7 +428,9 @@ def write_markdown(report: dict, path: str, impls: List[str]) -> None:
              f"- torch: {report['torch']}", f"- command: `{report['command']}`",
              "- protocol: FLOPs 2·B·Hq·Sq·Sk·(Dqk+Dv), halved for causal (Sq == Sk); CUDA events, warm-up, "
              "median of >= 30 calls (fewer only where noted), inputs rotated beyond L2; max error vs an "
-             "fp64/fp32 reference on a slice of query rows.", "",
+             "fp64/fp32 reference on a slice of query rows." + (
+                 f" Steady state: each measurement follows {report['warmup_seconds']:g} s of the same call "
+                 "(the power cap's clock)." if report.get("warmup_seconds") else ""), "",
              "## TFLOPS", "",
              "| config | " + " | ".join(impls) + " | best flashcore / best peer |",
              "|---|" + "---:|" * (len(impls) + 1)]
@@ -561,7 +577,8 @@ def call_overhead_us(calls: int = 200) -> Dict[str, float]:
 # Main
 # ------------------------------------------------------------------------------------------------
 
-def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int, rounds: int = 1) -> List[dict]:
+def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int, rounds: int = 1,
+               warmup_s: float = 0.0) -> List[dict]:
     """One row per implementation. With rounds > 1 every implementation is timed `rounds` times,
     the order rotating between rounds (so no implementation always follows the same one: the GPU's
     power-limited clock depends on what ran just before), and the row keeps the median round."""
@@ -584,7 +601,7 @@ def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int
         order = order[r % len(order):] + order[:r % len(order)] if order else order
         for impl in order:
             try:
-                timings[impl].append(time_calls(runners[impl], sets, iters, warmup))
+                timings[impl].append(time_calls(runners[impl], sets, iters, warmup, warmup_s))
             except Exception as err:
                 failures[impl] = "failed: " + _first_line(f"{type(err).__name__}: {err}")
                 del runners[impl]
@@ -602,7 +619,7 @@ def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int
             also = getattr(runners.get(impl), "also_time", None)
             if also is not None:  # a second way to call it (varlen: the default per-call check), in the note
                 what, run_also = also
-                also_ms, _ = time_calls(run_also, sets, iters, warmup)
+                also_ms, _ = time_calls(run_also, sets, iters, warmup, warmup_s)
                 trusted = "cu_seqlens trusted (flashcore.set_check_device_metadata(False), as flash-attn)"
                 note = (note + "; " if note else "") + f"{trusted}; {what}: {also_ms:.3f} ms ({cfg.flops() / also_ms / 1e9:.1f} TFLOPS)"
             results.append(row_for(cfg, impl, ms, errors[impl], note))
@@ -642,6 +659,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every implementation this many times per row, in rotating order; "
                              "the row keeps the median round")
+    parser.add_argument("--warmup-seconds", type=float, default=0.0,
+                        help="steady state: before each measurement, run the call for this many seconds "
+                             "(the H200 reaches its power cap's clock after about one second of load; the "
+                             "default, a few calls, measures the clock left by whatever ran before)")
     parser.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
                         help="no measuring: combine these report.json files (e.g. one per device call, each "
                              "a subset of families) into one report in --out")
@@ -675,13 +696,16 @@ def main(argv=None) -> int:
                   timespec="seconds"), commit=git_commit(), command=" ".join([os.path.basename(sys.argv[0])] +
                   (sys.argv[1:] if argv is None else list(argv))), torch=torch.__version__,
                   flashcore=flashcore.build_info(), rows=[])
+    if args.warmup_seconds > 0:
+        report["warmup_seconds"] = args.warmup_seconds
     report["flashcore_call_overhead_us"] = call_overhead_us()
     overhead = ", ".join(f"{k} {v:.1f}" for k, v in report["flashcore_call_overhead_us"].items())
     print(f"compare on {report['device']} (torch {report['torch']}; {report['flashcore']})\n"
           f"flashcore host time per call, us: {overhead}", flush=True)
     for n, cfg in enumerate(configs):
         print(f"[{n + 1}/{len(configs)}] {cfg.label()}  {cfg.flops() / 1e9:.1f} GFLOP", flush=True)
-        report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n, args.rounds)
+        report["rows"] += run_config(cfg, impls, args.iters, args.warmup, args.seed + n, args.rounds,
+                                     args.warmup_seconds)
         with open(os.path.join(args.out, "report.json"), "w") as f:  # partial results survive a timeout
             json.dump(report, f, indent=1)
     write_markdown(report, os.path.join(args.out, "report.md"), impls)
