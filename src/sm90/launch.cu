@@ -152,6 +152,13 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
   }
   if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
+  // The softmax folds the scale into exp2 and keeps the running max of the unscaled dots (and masks
+  // them to -inf), which is the max of the scores only for a positive scale. The sm80 path scales
+  // first when the scale is not positive.
+  if (!(p.effective_scale() > 0.0f)) {
+    return "softmax_scale " + std::to_string(p.effective_scale()) +
+           " is not supported by the sm90 path (positive scales only; the sm80 path runs it)";
+  }
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
   const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
   if (smem == 0) return dims + " are not supported by the sm90 path (pairs: 64/64, 96/96, 128/128, 192/128, 256/256)";
