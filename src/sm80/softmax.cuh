@@ -13,6 +13,7 @@
 
 #include "attention/mask.hpp"
 #include "attention/quad_reduce.cuh"
+#include "attention/rescale.hpp"
 #include "ptx/math.hpp"
 #include "ptx/mma_sm80.hpp"
 
@@ -86,15 +87,10 @@ struct OnlineSoftmax {
 
   // Folds one KV block into the running statistics and turns s into unnormalized probabilities in
   // place. The running max only moves when the block's max exceeds it by more than
-  // kRescaleThreshold (log2 units): until then p = exp2(s - stale max) <= 2^kRescaleThreshold, which
-  // fp32 sums and 16-bit P hold with unchanged relative precision, and the max * sum product that
-  // finalize() uses stays exact. So most blocks skip rescaling acc_o; a warp rescales only when one
-  // of its rows moved (then by exp2((old max - new max) * mult), 1 for the rows that did not).
-  // Why 4: with random inputs the max settles within the first block (a simulation of the kernel's
-  // arithmetic counts 1.6% of warp-block steps rescaling at S=4k for both 4 and 8), while a smaller
-  // threshold keeps the dominant key's p exactly 1 more often: with 8, a d32 fp16 ALiBi case of the
-  // sweep exceeded 2x the naive baseline's max-abs error (1 of 60 seeds in the simulation, 0 with 4).
-  static constexpr float kRescaleThreshold = 4.0f;
+  // kRescaleThreshold (log2 units; attention/rescale.hpp says why and why 4). So most blocks skip
+  // rescaling acc_o; a warp rescales only when one of its rows moved (then by
+  // exp2((old max - new max) * mult), 1 for the rows that did not).
+  static constexpr float kRescaleThreshold = attn::kRescaleThresholdLog2;
 
   FC_DEVICE void update(float (&s)[kMTiles][kNTiles][4], float (&acc_o)[kMTiles][kOutNTiles][4],
                         float log2_multiplier) {

@@ -12,6 +12,7 @@
 
 #include "attention/mask.hpp"
 #include "attention/quad_reduce.cuh"
+#include "attention/rescale.hpp"
 #include "common/host_device.hpp"
 #include "ptx/math.hpp"
 
@@ -48,8 +49,21 @@ FC_DEVICE void apply_mask(float* s, const attn::VisibilityMask& mask, int row0, 
   }
 }
 
+// The running max of a row moves only when a block's max exceeds it by more than
+// attn::kRescaleThresholdLog2 (the sm80 path's rule; attention/rescale.hpp says why it is exact).
+// With the max moving on every increase, a warp's 16 rows rescaled O in about 30 % of the blocks at
+// d128 S=16k: 64 FMULs per thread between P V's completion and the next GEMM issue. H200, same-call
+// A/B against that rule (bench/results/2026-11-24-h200-session10): d128 +1-2 % (S=16k fp16 627 ->
+// 638, bf16 646 -> 660, causal 582 -> 594-599), d256 S=8k +1 %. A/B builds override the value
+// (-DFLASHCORE_SM90_RESCALE_THRESHOLD_LOG2=0.0f is the old rule).
+#ifdef FLASHCORE_SM90_RESCALE_THRESHOLD_LOG2
+inline constexpr float kRescaleThresholdLog2 = FLASHCORE_SM90_RESCALE_THRESHOLD_LOG2;
+#else
+inline constexpr float kRescaleThresholdLog2 = attn::kRescaleThresholdLog2;
+#endif
+
 struct OnlineSoftmax {
-  float row_max[2];  // running max of the visible dots of each row (-inf: nothing visible yet)
+  float row_max[2];  // running (possibly stale, see above) max of each row's visible dots (-inf: none yet)
   float row_sum[2];  // this thread's partial sum of exp2((dot - row_max) * scale_log2)
 
   FC_DEVICE void init() {
@@ -57,9 +71,10 @@ struct OnlineSoftmax {
     row_sum[0] = row_sum[1] = 0.0f;
   }
 
-  // Folds one block of scores in: updates the running max, turns s into unnormalized
-  // probabilities in place, and returns in `o_factor` what the rows of O (and the sums) must be
-  // multiplied by to move to the new max.
+  // Folds one block of scores in: moves the running max if the block's exceeds it by more than
+  // kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
+  // `o_factor` what the rows of O (and the sums) must be multiplied by (1 where the max stayed).
+  // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path).
   template <int kAcc>
   FC_DEVICE void update(float* s, float scale_log2, float (&o_factor)[2]) {
     float block_max[2] = {-INFINITY, -INFINITY};
@@ -68,13 +83,17 @@ struct OnlineSoftmax {
     float max_scaled[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float new_max = fmaxf(row_max[r], attn::quad_max(block_max[r]));
-      // A row that has seen no visible key keeps max -inf; use 0 so that exp2 gives 0, not NaN.
-      const float max_use = new_max == -INFINITY ? 0.0f : new_max;
-      o_factor[r] = ptx::exp2_approx((row_max[r] - max_use) * scale_log2);  // old max -inf: factor 0
-      row_max[r] = new_max;
+      const float block_row_max = attn::quad_max(block_max[r]);
+      const float block_scaled = block_row_max * scale_log2;
+      const float old_scaled = row_max[r] * scale_log2;  // -inf before the row's first visible key
+      // First visible key: the max moves (-inf + threshold) and the factor is exp2(-inf) = 0. A
+      // block with nothing visible (-inf) never moves it.
+      const bool moved = block_scaled > old_scaled + kRescaleThresholdLog2;
+      o_factor[r] = moved ? ptx::exp2_approx(old_scaled - block_scaled) : 1.0f;
+      if (moved) row_max[r] = block_row_max;
       row_sum[r] *= o_factor[r];
-      max_scaled[r] = max_use * scale_log2;
+      // A row that has seen no visible key keeps max -inf; use 0 so that exp2 gives 0, not NaN.
+      max_scaled[r] = row_max[r] == -INFINITY ? 0.0f : (moved ? block_scaled : old_scaled);
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) {

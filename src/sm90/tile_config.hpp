@@ -19,7 +19,9 @@
 namespace flashcore::sm90 {
 
 // kAlwaysRescaleO: rescale O after every KV block (true) or only when some row's running max moved
-// (false; a warp-uniform vote, exact either way). FLASHCORE_SM90_RESCALE=always|vote overrides it.
+// (false; a warp-uniform vote, exact either way). The max moves only by more than 2^4 (softmax.cuh,
+// since session 10), so with the vote a warp rarely rescales after its first block.
+// FLASHCORE_SM90_RESCALE=always|vote overrides it.
 // kEpilogueTma: O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
 // otherwise each thread stores its fragment directly.
 // kClusterM: 2 runs non-causal, window-free dense calls whose query-block count is even on clusters
@@ -109,7 +111,10 @@ struct TileConfig<64, 64> {
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 160;
-  static constexpr bool kAlwaysRescaleO = true;
+  // The vote since the rescale threshold (session 10, H200, three rounds against always rescaling
+  // with the old max rule): S=1k 400-404 -> 408-410, S=8k 508-541 -> 515-553, causal S=8k 467-474 ->
+  // 474-478. Before it, rescaling every block was faster (S=8k 417.3 vs 410.0, session 1).
+  static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 1;
   static constexpr int kClusterMinSeqlenK = 0;
@@ -132,7 +137,7 @@ struct TileConfig<64, 64, TileShape::kShort> : TileConfig<64, 64> {
   static constexpr int kQStages = 2;  // Q 2 x 16 KiB + K/V 96 KiB + O staging 16 KiB
   static constexpr int kAltBlockN = 0;
   static constexpr int kConsumerRegs = 240;
-  static constexpr bool kAlwaysRescaleO = true;
+  static constexpr bool kAlwaysRescaleO = true;  // causal S=1k: the vote 261-263 vs 262-264 (session 10)
 };
 
 template <>
