@@ -60,6 +60,18 @@ namespace flashcore::sm90 {
 // -3 % in one round of two). The H200 is power-limited: SMs idle in a partial last wave let the
 // others clock higher, so the tail wins less than its idle-SM share, and the partials' 17 MB of
 // fp32 traffic per d256 call cost more than that.
+// kBroadcastWarpIndex: the kernel takes its warpgroup and warp index from lane 0 (__shfl_sync), so
+// the compiler knows they are warp-uniform and keeps what derives from them in uniform registers:
+// the Q descriptor of each Q K^T k-step becomes one uniform 64-bit add instead of a 64-bit add in
+// regular registers and two register-to-uniform moves (d128 long dense kernel, SASS: IMAD 537 ->
+// 160, LOP3 336 -> 179, R2UR 74 -> 55). H200, fp16, same-call A/B, three rounds
+// (bench/results/2026-11-24-h200-session10, run5): d128 S=1k 590-592 -> 613-614, S=4k 682 -> 712,
+// S=16k 648-651 -> 669-677, bf16 667-673 -> 690-692, causal S=1k 434-436 -> 444-447, causal S=16k
+// 606-607 -> 647-649; d256 S=8k and causal within +0.6 %. d64 loses (six rounds, run6: dense
+// S=2k 495-506 -> 477-489, S=4k 535-539 -> 499-512, S=8k 530-566 -> 507-531, S=16k 515-553 ->
+// 488-500; causal S=8k even): its SASS moves more work to the uniform datapath (UIADD3 102 -> 252,
+// UIMAD and UISETP about 110 each, absent from the top of the count before; not profiled
+// further), so d64 keeps the plain index.
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -121,6 +133,7 @@ struct TileConfig<64, 64> {
   static constexpr int kLongMinSeqlenK = 0;
   static constexpr int kShortMaskedBelowSeqlenK = 2048;
   static constexpr bool kStreamKTail = true;
+  static constexpr bool kBroadcastWarpIndex = false;
 };
 
 // d64, short masked calls (session 7): two consumer warpgroups (kBlockM 128, ping-pong, 240
@@ -160,6 +173,7 @@ struct TileConfig<128, 128> {
   static constexpr int kLongMinSeqlenK = 8192;
   static constexpr int kShortMaskedBelowSeqlenK = 0;
   static constexpr bool kStreamKTail = true;
+  static constexpr bool kBroadcastWarpIndex = true;
 };
 
 // d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
@@ -208,6 +222,7 @@ struct TileConfig<256, 256> {
   static constexpr int kLongMinSeqlenK = 0;
   static constexpr int kShortMaskedBelowSeqlenK = 0;
   static constexpr bool kStreamKTail = false;
+  static constexpr bool kBroadcastWarpIndex = true;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
