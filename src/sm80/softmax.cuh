@@ -87,10 +87,9 @@ struct OnlineSoftmax {
 
   // Folds one KV block into the running statistics and turns s into unnormalized probabilities in
   // place. The running max only moves when the block's max exceeds it by more than
-  // kRescaleThreshold (log2 units; attention/rescale.hpp says why and why 4). So most blocks skip
+  // attn::kRescaleThresholdLog2 (attention/rescale.hpp says why and why 4). So most blocks skip
   // rescaling acc_o; a warp rescales only when one of its rows moved (then by
   // exp2((old max - new max) * mult), 1 for the rows that did not).
-  static constexpr float kRescaleThreshold = attn::kRescaleThresholdLog2;
 
   FC_DEVICE void update(float (&s)[kMTiles][kNTiles][4], float (&acc_o)[kMTiles][kOutNTiles][4],
                         float log2_multiplier) {
@@ -106,7 +105,7 @@ struct OnlineSoftmax {
           block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
         block_max = attn::quad_max(block_max);
         const float old_scaled = row_max[mt][r] * log2_multiplier;  // -inf before any visible key
-        const bool moved = block_max * log2_multiplier > old_scaled + kRescaleThreshold;
+        const bool moved = block_max * log2_multiplier > old_scaled + attn::kRescaleThresholdLog2;
         // A first visible key (old max -inf) gives correction exp2(-inf) = 0: nothing to keep.
         correction[mt][r] = moved ? ptx::exp2_approx(old_scaled - block_max * log2_multiplier) : 1.0f;
         if (moved) row_max[mt][r] = block_max;

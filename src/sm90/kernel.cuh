@@ -37,12 +37,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // kBroadcastWarpIndex (tile_config.hpp): warpgroup and warp broadcast from lane 0, so the compiler
   // knows they are warp-uniform and keeps what derives from them in uniform registers.
-  // (-DFLASHCORE_SM90_NO_WG_BROADCAST turns it off everywhere, for A/B builds.)
-#ifndef FLASHCORE_SM90_NO_WG_BROADCAST
   constexpr bool kBroadcast = Traits::Config::kBroadcastWarpIndex;
-#else
-  constexpr bool kBroadcast = false;
-#endif
   const int warpgroup = kBroadcast ? __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0) : int(threadIdx.x / 128);
   const int warp = kBroadcast ? __shfl_sync(0xffffffffu, int(threadIdx.x / 32) % 4, 0) : int(threadIdx.x / 32) % 4;
   const int lane = threadIdx.x % 32;

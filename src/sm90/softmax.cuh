@@ -53,14 +53,9 @@ FC_DEVICE void apply_mask(float* s, const attn::VisibilityMask& mask, int row0, 
 // attn::kRescaleThresholdLog2 (the sm80 path's rule; attention/rescale.hpp says why it is exact).
 // With the max moving on every increase, a warp's 16 rows rescaled O in about 30 % of the blocks at
 // d128 S=16k: 64 FMULs per thread between P V's completion and the next GEMM issue. H200, same-call
-// A/B against that rule (bench/results/2026-11-24-h200-session10): d128 +1-2 % (S=16k fp16 627 ->
-// 638, bf16 646 -> 660, causal 582 -> 594-599), d256 S=8k +1 %. A/B builds override the value
-// (-DFLASHCORE_SM90_RESCALE_THRESHOLD_LOG2=0.0f is the old rule).
-#ifdef FLASHCORE_SM90_RESCALE_THRESHOLD_LOG2
-inline constexpr float kRescaleThresholdLog2 = FLASHCORE_SM90_RESCALE_THRESHOLD_LOG2;
-#else
-inline constexpr float kRescaleThresholdLog2 = attn::kRescaleThresholdLog2;
-#endif
+// A/B against that rule (bench/results/2026-11-24-h200-session10, built at 0680439 with the value
+// overridable): d128 +1-2 % (S=16k fp16 627 -> 638, bf16 646 -> 660, causal 582 -> 594-599), d256
+// S=8k +1 %.
 
 struct OnlineSoftmax {
   float row_max[2];  // running (possibly stale, see above) max of each row's visible dots (-inf: none yet)
@@ -72,7 +67,7 @@ struct OnlineSoftmax {
   }
 
   // Folds one block of scores in: moves the running max if the block's exceeds it by more than
-  // kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
+  // attn::kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
   // `o_factor` what the rows of O (and the sums) must be multiplied by (1 where the max stayed).
   // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path).
   template <int kAcc>
@@ -88,7 +83,7 @@ struct OnlineSoftmax {
       const float old_scaled = row_max[r] * scale_log2;  // -inf before the row's first visible key
       // First visible key: the max moves (-inf + threshold) and the factor is exp2(-inf) = 0. A
       // block with nothing visible (-inf) never moves it.
-      const bool moved = block_scaled > old_scaled + kRescaleThresholdLog2;
+      const bool moved = block_scaled > old_scaled + attn::kRescaleThresholdLog2;
       o_factor[r] = moved ? ptx::exp2_approx(old_scaled - block_scaled) : 1.0f;
       if (moved) row_max[r] = block_row_max;
       row_sum[r] *= o_factor[r];

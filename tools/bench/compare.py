@@ -361,7 +361,7 @@ def time_calls(run, sets: List[Inputs], iters: int, warmup: int, warmup_s: float
         torch.cuda.synchronize()
         begin, i = time.perf_counter(), 0
         while time.perf_counter() - begin < warmup_s:
-            for _ in range(8):  # a few calls per check, so the queue never runs dry
+            for _ in range(8):  # calls between host checks (each check leaves the GPU idle a few us)
                 run(sets[i % len(sets)])
                 i += 1
             torch.cuda.synchronize()
