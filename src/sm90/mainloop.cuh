@@ -462,7 +462,7 @@ struct Consumer {
       if (role == TileRole::kMergePartial) StreamKPartials<Traits>::merge(params, warpgroup, thread_in_wg, o, softmax);
     }
     float inv_sum[2], lse[2];
-    softmax.finalize(params.scale, inv_sum, lse);
+    softmax.finalize(inv_sum, lse);
     Epilogue::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
   }
 

@@ -58,54 +58,58 @@ FC_DEVICE void apply_mask(float* s, const attn::VisibilityMask& mask, int row0, 
 // S=8k +1 %.
 
 struct OnlineSoftmax {
-  float row_max[2];  // running (possibly stale, see above) max of each row's visible dots (-inf: none yet)
-  float row_sum[2];  // this thread's partial sum of exp2((dot - row_max) * scale_log2)
+  // Before a row's first visible key its running max is this finite stand-in for -inf: the
+  // threshold test stays false for an all-invisible block (-inf), exp2(dot * scale_log2 - max) of an
+  // invisible dot is exp2(-inf) = 0 (with -inf itself it would be -inf + inf = NaN), and the factor
+  // of the first move is exp2(kNoKeyYet - max) = 0. So no per-block test for "no key yet".
+  static constexpr float kNoKeyYet = -3.402823466e38f;  // -FLT_MAX
+  float max_log2[2];  // running (possibly stale, see above) max of each row's visible dot * scale_log2
+  float row_sum[2];   // this thread's partial sum of exp2(dot * scale_log2 - max_log2)
 
   FC_DEVICE void init() {
-    row_max[0] = row_max[1] = -INFINITY;
+    max_log2[0] = max_log2[1] = kNoKeyYet;
     row_sum[0] = row_sum[1] = 0.0f;
   }
 
   // Folds one block of scores in: moves the running max if the block's exceeds it by more than
   // attn::kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
   // `o_factor` what the rows of O (and the sums) must be multiplied by (1 where the max stayed).
-  // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path).
+  // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path): then the max of the
+  // scaled dots is the scaled max of the dots. The max is kept in exp2 units so that a block costs
+  // one multiply per row for it.
   template <int kAcc>
   FC_DEVICE void update(float* s, float scale_log2, float (&o_factor)[2]) {
-    float block_max[2] = {-INFINITY, -INFINITY};
+    static_assert(kAcc >= 4, "each thread holds at least two scores of each of its two rows");
+    float block_max[2] = {s[0], s[2]};  // acc_row(0) = 0, acc_row(2) = 1
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
-    float max_scaled[2];
+    for (int i = 0; i < kAcc; ++i) {
+      if (i != 0 && i != 2) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float block_row_max = attn::quad_max(block_max[r]);
-      const float block_scaled = block_row_max * scale_log2;
-      const float old_scaled = row_max[r] * scale_log2;  // -inf before the row's first visible key
-      // First visible key: the max moves (-inf + threshold) and the factor is exp2(-inf) = 0. A
-      // block with nothing visible (-inf) never moves it.
-      const bool moved = block_scaled > old_scaled + attn::kRescaleThresholdLog2;
-      o_factor[r] = moved ? ptx::exp2_approx(old_scaled - block_scaled) : 1.0f;
-      if (moved) row_max[r] = block_row_max;
+      const float block_log2 = attn::quad_max(block_max[r]) * scale_log2;  // -inf: nothing visible
+      const bool moved = block_log2 > max_log2[r] + attn::kRescaleThresholdLog2;
+      o_factor[r] = moved ? ptx::exp2_approx(max_log2[r] - block_log2) : 1.0f;
+      if (moved) max_log2[r] = block_log2;
       row_sum[r] *= o_factor[r];
-      // A row that has seen no visible key keeps max -inf; use 0 so that exp2 gives 0, not NaN.
-      max_scaled[r] = row_max[r] == -INFINITY ? 0.0f : (moved ? block_scaled : old_scaled);
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) {
-      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_scaled[acc_row(i)]));
+      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
       row_sum[acc_row(i)] += s[i];
     }
   }
 
   // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural
-  // log-sum-exp of the scaled scores (-inf for such a row).
-  FC_DEVICE void finalize(float scale, float (&inv_sum)[2], float (&lse)[2]) {
+  // log-sum-exp of the scaled scores (-inf for such a row). A row with a visible key has sum >= 1
+  // (the term of the key that set its max), so a zero sum means none.
+  FC_DEVICE void finalize(float (&inv_sum)[2], float (&lse)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = attn::quad_sum(row_sum[r]);
-      const bool empty = sum == 0.0f || row_max[r] == -INFINITY;
+      const bool empty = !(sum > 0.0f);
       inv_sum[r] = empty ? 0.0f : 1.0f / sum;
-      lse[r] = empty ? -INFINITY : row_max[r] * scale + logf(sum);
+      lse[r] = empty ? -INFINITY : max_log2[r] * attn::kLn2 + logf(sum);
     }
   }
 };

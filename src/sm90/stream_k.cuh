@@ -44,7 +44,7 @@ struct StreamKPartials {
     for (int i = 0; i < Traits::kAccO; ++i) __stcg(base + i * kThreads, o[i]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      __stcg(base + (Traits::kAccO + r) * kThreads, sm.row_max[r]);
+      __stcg(base + (Traits::kAccO + r) * kThreads, sm.max_log2[r]);
       __stcg(base + (Traits::kAccO + 2 + r) * kThreads, sm.row_sum[r]);
     }
     // Every thread's stores, then one release at GPU scope that carries them.
@@ -69,13 +69,13 @@ struct StreamKPartials {
     for (int r = 0; r < 2; ++r) {
       const float other_max = __ldcg(base + (Traits::kAccO + r) * kThreads);
       const float other_sum = __ldcg(base + (Traits::kAccO + 2 + r) * kThreads);
-      const float new_max = fmaxf(sm.row_max[r], other_max);
-      // As OnlineSoftmax::update: a row that has seen no visible key keeps max -inf (factors 0).
-      const float max_use = new_max == -INFINITY ? 0.0f : new_max;
-      own_factor[r] = ptx::exp2_approx((sm.row_max[r] - max_use) * p.scale_log2);
-      other_factor[r] = ptx::exp2_approx((other_max - max_use) * p.scale_log2);
+      const float new_max = fmaxf(sm.max_log2[r], other_max);
+      // Both maxima in exp2 units; a row that has seen no visible key holds OnlineSoftmax::kNoKeyYet
+      // (finite), so its factor is exp2(-huge) = 0, or 1 with a sum of 0 when neither has one.
+      own_factor[r] = ptx::exp2_approx(sm.max_log2[r] - new_max);
+      other_factor[r] = ptx::exp2_approx(other_max - new_max);
       sm.row_sum[r] = sm.row_sum[r] * own_factor[r] + other_sum * other_factor[r];
-      sm.row_max[r] = new_max;
+      sm.max_log2[r] = new_max;
     }
     // In chunks of 32 loads with a warp barrier between them: ptxas otherwise schedules the loads of
     // a d256 slot (128 floats per thread, next to O's 128) so early that the cluster kernel spilled
