@@ -152,8 +152,8 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
   }
   if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
-  // The softmax folds the scale into exp2 and keeps the running max of the unscaled dots (and masks
-  // them to -inf), which is the max of the scores only for a positive scale. The sm80 path scales
+  // The softmax takes each block's max over the unscaled dots (masked ones -inf) and only then
+  // scales it, which gives the max of the scores only for a positive scale. The sm80 path scales
   // first when the scale is not positive.
   if (!(p.effective_scale() > 0.0f)) {
     return "softmax_scale " + std::to_string(p.effective_scale()) +

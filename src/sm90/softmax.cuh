@@ -80,11 +80,9 @@ struct OnlineSoftmax {
   template <int kAcc>
   FC_DEVICE void update(float* s, float scale_log2, float (&o_factor)[2]) {
     static_assert(kAcc >= 4, "each thread holds at least two scores of each of its two rows");
-    float block_max[2] = {s[0], s[2]};  // acc_row(0) = 0, acc_row(2) = 1
+    float block_max[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};  // acc 0, 1: row 0; 2, 3: row 1
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      if (i != 0 && i != 2) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
-    }
+    for (int i = 4; i < kAcc; ++i) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float block_log2 = attn::quad_max(block_max[r]) * scale_log2;  // -inf: nothing visible
@@ -102,12 +100,12 @@ struct OnlineSoftmax {
 
   // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural
   // log-sum-exp of the scaled scores (-inf for such a row). A row with a visible key has sum >= 1
-  // (the term of the key that set its max), so a zero sum means none.
+  // (the term of the key that set its max), so a zero sum means none; a NaN sum stays NaN.
   FC_DEVICE void finalize(float (&inv_sum)[2], float (&lse)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = attn::quad_sum(row_sum[r]);
-      const bool empty = !(sum > 0.0f);
+      const bool empty = sum == 0.0f;
       inv_sum[r] = empty ? 0.0f : 1.0f / sum;
       lse[r] = empty ? -INFINITY : max_log2[r] * attn::kLn2 + logf(sum);
     }

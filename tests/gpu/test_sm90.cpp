@@ -508,9 +508,6 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   cudaFree(buf);
 }
 
-// The same table without a device (runs everywhere the sm90 path is built): varlen, seqused_k,
-// d96 and 192/128 are accepted (when this build holds them); the packed token axis is what the
-// stride rules apply to.
 // A negative softmax_scale (allowed by validate()) is not the sm90 path's (supports() above): the
 // dispatcher must take a path that computes it, with masked keys (causal, key tail) that would
 // otherwise weigh exp2(+inf).
@@ -524,6 +521,9 @@ TEST(Sm90Dispatch, NegativeSoftmaxScaleMatchesTheReference) {
   FC_EXPECT_PATH_MATCHES_REFERENCE(tc, KernelPath::kAuto);
 }
 
+// The same table without a device (runs everywhere the sm90 path is built): varlen, seqused_k,
+// d96 and 192/128 are accepted (when this build holds them); the packed token axis is what the
+// stride rules apply to.
 TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
   const detail::PathOps sm90 = detail::sm90_path();
   detail::DeviceInfo info = hopper_device_info();
@@ -545,7 +545,7 @@ TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
   EXPECT_EQ(sm90.supports(x, info), "");
   x = p, x.q_seq_stride = 4;  // the packed token stride: 8 bytes
   EXPECT_NE(sm90.supports(x, info).find("q_seq_stride"), std::string::npos) << sm90.supports(x, info);
-  x = p, x.softmax_scale = -0.2f;  // the softmax's running max is of unscaled dots: positive scales only
+  x = p, x.softmax_scale = -0.2f;  // a block's max is taken over the unscaled dots: positive scales only
   EXPECT_NE(sm90.supports(x, info).find("softmax_scale"), std::string::npos) << sm90.supports(x, info);
   for (auto [dqk, dv] : {std::pair{96, 96}, std::pair{192, 128}}) {
     x = p, x.head_dim_qk = dqk, x.head_dim_v = dv, set_dense_strides(x);

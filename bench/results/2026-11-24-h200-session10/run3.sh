@@ -15,7 +15,7 @@ src() { local name=$1; shift
     --section InstructionStats -o /tmp/$name $A "$@" --iters 1 --warmup 0 --no-check > /tmp/$name.log 2>&1 || tail -5 /tmp/$name.log
   ncu --import /tmp/$name.ncu-rep --page source --csv --print-source sass > /tmp/$name.csv 2>/tmp/$name.err || head -5 /tmp/$name.err
   gzip -c /tmp/$name.csv > "$OUT/$name.csv.gz"
-  python3 bench/results/2026-11-24-h200-session10/sass_profile.py /tmp/$name.csv > "$OUT/$name.txt" 2>&1
+  python3 tools/bench/sass_profile.py /tmp/$name.csv > "$OUT/$name.txt" 2>&1
   head -60 "$OUT/$name.txt"; }
 src d128-long-b1 --path sm90 --batch 1 --heads 32 --dim 128 --seqlen 16384 --dtype fp16
 src d128-b4-s4k --path sm90 --batch 4 --heads 32 --dim 128 --seqlen 4096 --dtype fp16

@@ -7,7 +7,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
-HERE=bench/results/2026-11-24-h200-session11
 cmake --preset device -DFLASHCORE_GTEST_SOURCE_DIR=$PWD/.deps/googletest > /tmp/cfg.log 2>&1 &&
   cmake --build build/device -j16 --target flashcore-bench > /tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
 A=build/device/tools/bench/flashcore-bench
@@ -18,7 +17,7 @@ src() { local name=$1; shift
     --section InstructionStats --section SchedulerStats --section ComputeWorkloadAnalysis --section SpeedOfLight -o /tmp/$name $A "$@" --iters 1 --warmup 0 --no-check > /tmp/$name.log 2>&1 || tail -5 /tmp/$name.log
   ncu --import /tmp/$name.ncu-rep --page details > /tmp/$name-details.txt 2>&1
   ncu --import /tmp/$name.ncu-rep --page source --csv --print-source sass > /tmp/$name.csv 2>/tmp/$name.err || head -5 /tmp/$name.err
-  python3 $HERE/sass_profile.py /tmp/$name.csv 40 > /tmp/$name.txt 2>&1
+  python3 tools/bench/sass_profile.py /tmp/$name.csv 40 > /tmp/$name.txt 2>&1
   { cat /tmp/$name-details.txt; echo; cat /tmp/$name.txt; } | gzip > "$OUT/$name.txt.gz"
   gzip -c /tmp/$name.csv > "$OUT/$name.csv.gz"
   grep -E "Duration|SM Frequency|Issue Slots Busy|Eligible Warps|No Eligible|Warp Cycles Per Issued" /tmp/$name-details.txt | head -12

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Aggregate `ncu --page source --csv --print-source sass` per opcode, and list the hot loop.
 
+  python3 tools/bench/sass_profile.py SOURCE.csv [DIV]
+
 Prints: the CSV's columns; per opcode, warp-level executions and warp-stall samples (share of all);
-then every instruction executed at least 1/4 as often as the most executed one, in address order,
-with its executions, samples and the stall reasons that dominate its samples."""
+then every instruction executed at least 1/DIV as often as the most executed one (default 4), in
+address order, with its executions, samples and the stall reasons that dominate its samples."""
 import collections, csv, re, sys
 
 rows = list(csv.reader(open(sys.argv[1], newline="")))
@@ -46,9 +48,10 @@ print(f"{'opcode':12s} {'executed':>12s} {'%exec':>6s} {'%samples':>8s}")
 for op, (e, s) in sorted(by.items(), key=lambda kv: -kv[1][0])[:40]:
     print(f"{op:12s} {e:12.4g} {100 * e / tot_e:6.2f} {100 * s / tot_s:8.2f}")
 peak = max(i[3] for i in insts)
-print(f"\nhot instructions (executed >= peak/4 = {peak / 4:.4g}), address order:")
+div = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
+print(f"\nhot instructions (executed >= peak/{div:g} = {peak / div:.4g}), address order:")
 for addr, text, op, e, s, st in insts:
-    if e >= peak / 4:
+    if e >= peak / div:
         top = sorted(((v, n) for n, v in st.items() if v > 0), reverse=True)[:2]
         why = ", ".join(f"{n.replace('stall_', '').replace('smsp__pcsamp_warps_issue_stalled_', '')} {v:.0f}" for v, n in top)
-        print(f"{addr:>8s} {e:10.4g} {s:7.0f}  {text[:90]:90s} {why}")
+        print(f"{addr:>8s} {e:10.4g} {s:7.0f}  {text[:110]:110s} {why}")
