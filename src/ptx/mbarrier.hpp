@@ -28,18 +28,20 @@ FC_DEVICE void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
-// One arrival on the barrier at `bar`'s shared-memory offset in cluster CTA `cta_rank` (this CTA's
-// own rank too), with the default (CTA-scope) release. Enough where the accesses being released are
-// async-proxy reads already retired by a wgmma wait (a consumer freeing a stage); a cluster-scope
-// release (.release.cluster) made the arriving warp wait for its memory operations at cluster scope
-// and cost the cluster kernel ~30% (H200, session 4).
-FC_DEVICE void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
-      "r"(cta_rank)
-      : "memory");
+// `addr` (a shared::cta address of this CTA) as the shared::cluster address of the same offset in
+// cluster CTA `cta_rank`.
+FC_DEVICE uint32_t map_shared_to_cta(uint32_t addr, uint32_t cta_rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(cta_rank));
+  return remote;
+}
+// One arrival on the barrier at shared::cluster address `cluster_addr` (map_shared_to_cta), with
+// the default (CTA-scope) release. Enough where the accesses being released are async-proxy reads
+// already retired by a wgmma wait (a consumer freeing a stage); a cluster-scope release
+// (.release.cluster) made the arriving warp wait for its memory operations at cluster scope and
+// cost the cluster kernel ~30% (H200, session 4).
+FC_DEVICE void mbarrier_arrive_mapped(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 
 // One try_wait: returns whether the phase with `parity` has completed. While it has not, the thread

@@ -241,6 +241,10 @@ struct Consumer {
   int lane, warp;   // warp inside the warpgroup
   ptx::PipelineState<Traits::kStages> k_state, v_state;
   ptx::PipelineState<Traits::kQStages> q_state;  // the current tile's Q buffer (advanced after its last Q K^T)
+  // Cluster kernel: the peer CTA's shared::cluster address of any of this CTA's shared variables is
+  // the variable's own address plus this (each CTA's window in the cluster's shared space is one
+  // contiguous range, so mapa is the same shift for every offset). Set at the start of run().
+  uint32_t peer_shift = 0;
 
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = K block (both K-major, 128B swizzle).
@@ -283,14 +287,14 @@ struct Consumer {
     if (lane == 0) ptx::mbarrier_arrive(bar);
   }
   // A K/V stage: in the cluster kernel both CTAs' producers write it (multicast), so the release
-  // goes to the stage's barrier in every CTA of the cluster.
+  // goes to the stage's barrier in both CTAs: this CTA's with a plain arrival at the barrier's own
+  // address, the peer's at that address plus peer_shift. (Mapping both ranks' addresses with mapa
+  // at each release cost ~4 instructions per release in the d128 long kernel's SASS, session 11.)
   __device__ void release_stage(uint64_t* bar) const {
-    if constexpr (Traits::kClusterM == 1) {
-      release(bar);
-    } else if (lane == 0) {
-#pragma unroll
-      for (uint32_t rank = 0; rank < Traits::kClusterM; ++rank) ptx::mbarrier_arrive_cluster(bar, rank);
-    }
+    static_assert(Traits::kClusterM <= 2, "release_stage: one peer CTA at most");
+    if (lane != 0) return;
+    ptx::mbarrier_arrive(bar);
+    if constexpr (Traits::kClusterM == 2) ptx::mbarrier_arrive_mapped(ptx::smem_addr(bar) + peer_shift);
   }
 
   // ---- Keeping the softmax under O += P V -----------------------------------------------------
@@ -467,6 +471,10 @@ struct Consumer {
   }
 
   __device__ void run() {
+    if constexpr (Traits::kClusterM == 2) {
+      const uint32_t own = ptx::smem_addr(&smem);
+      peer_shift = ptx::map_shared_to_cta(own, ptx::cluster_ctarank() ^ 1u) - own;
+    }
     // Ping-pong start: warpgroup 1 pre-arrives on warpgroup 0's barrier so warpgroup 0 issues first.
     if constexpr (Traits::kPingPong) {
       if (warpgroup == 1) ptx::named_barrier_arrive(kPingPongBarrier + 0, 256);
