@@ -29,10 +29,10 @@ FC_DEVICE void mbarrier_arrive(uint64_t* bar) {
 }
 
 // `addr` (a shared::cta address of this CTA) as the shared::cluster address of the same offset in
-// cluster CTA `cta_rank`.
+// cluster CTA `cta_rank`. A pure mapping (no memory access), so not volatile.
 FC_DEVICE uint32_t map_shared_to_cta(uint32_t addr, uint32_t cta_rank) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(cta_rank));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(cta_rank));
   return remote;
 }
 // One arrival on the barrier at shared::cluster address `cluster_addr` (map_shared_to_cta), with

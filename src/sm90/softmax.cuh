@@ -8,6 +8,7 @@
 // Scores stay in dot units; the scale and log2(e) are folded into one FFMA before exp2 (params.hpp).
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 
 #include "attention/mask.hpp"
@@ -62,7 +63,7 @@ struct OnlineSoftmax {
   // threshold test stays false for an all-invisible block (-inf), exp2(dot * scale_log2 - max) of an
   // invisible dot is exp2(-inf) = 0 (with -inf itself it would be -inf + inf = NaN), and the factor
   // of the first move is exp2(kNoKeyYet - max) = 0. So no per-block test for "no key yet".
-  static constexpr float kNoKeyYet = -3.402823466e38f;  // -FLT_MAX
+  static constexpr float kNoKeyYet = -FLT_MAX;
   float max_log2[2];  // running (possibly stale, see above) max of each row's visible dot * scale_log2
   float row_sum[2];   // this thread's partial sum of exp2(dot * scale_log2 - max_log2)
 
