@@ -29,12 +29,27 @@ inline constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
 // went 2.90 -> 3.09 us with it. A separate instantiation, not a run-time flag: the prologue's code
 // changed ptxas's schedule of the row loop (4096 16-bit columns: 32 -> 50 registers, 5 instead of
 // 8 blocks per SM, 18.8 -> 23.1 us), and capping it at 32 registers spilled.
-template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kPdlPrologue>
-__global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(const T* x, T* y, float* lse,
-                                                                               int64_t rows, int cols) {
-  __shared__ float scratch[kWarpSize];  // block mode only
+//
+// kSmallBlock (block mode, 16-bit rows of at most 4096 columns in 16-byte vectors, so 256 threads
+// hold them at <= 16 elements each; grids of more than one wave, the launcher picks it): always 256 threads, bounded at 8 blocks per
+// SM, so ptxas keeps it at 32 registers (spill-free only with the stride a compile-time constant;
+// fp32 at 16 elements spills 12 bytes, so fp32 keeps the general kernel), and each reduction takes
+// one barrier (block_allreduce_one_barrier, the max by redux.sync) instead of two. Session 12's
+// experiment: 84.9-85.0 % of the 1 GiB copy rate at 4096x4096 16-bit against 83.8-84.1 % for the
+// general kernel; compiled into the 1024-thread kernel the same reductions took it to 50 registers.
+inline constexpr int kSmallBlockThreads = 256;
+inline constexpr int kSmallBlockElems = 16;
+
+// The body of both kernels below (one row loop; kSmallBlock picks the reductions and the stride).
+template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kPdlPrologue, bool kSmallBlock>
+FC_DEVICE void row_in_registers(const T* x, T* y, float* lse, int64_t rows, int cols) {
+  static_assert(!kSmallBlock || (kBlockPerRow && kVec * kVecsPerThread <= kSmallBlockElems),
+                "small block: block mode, <= 16 elements per thread");
+  constexpr int kSmallBlockWarps = kSmallBlockThreads / kWarpSize;
+  __shared__ float scratch[kWarpSize];  // block mode only (small block: the max slots)
+  __shared__ float sum_slots[kSmallBlock ? kSmallBlockWarps : 1];  // small block only
   // A row group is the warp (step 5) or the block (step 6); `rank` is this thread's place in it.
-  const int group_threads = kBlockPerRow ? int(blockDim.x) : kWarpSize;
+  const int group_threads = kSmallBlock ? kSmallBlockThreads : (kBlockPerRow ? int(blockDim.x) : kWarpSize);
   const int rank = kBlockPerRow ? int(threadIdx.x) : int(threadIdx.x) % kWarpSize;
   const int groups_per_block = kBlockPerRow ? 1 : int(blockDim.x) / kWarpSize;
   const int group = kBlockPerRow ? 0 : int(threadIdx.x) / kWarpSize;
@@ -90,7 +105,11 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
       // An all -inf row: 0 * (1 / 0) = NaN, as torch gives; a NaN row max makes the factor NaN.
       factor = exp_term(lane_max, stats.max) * (1.0f / stats.sum);
     } else {
-      row_max = block_allreduce(row_max, MaxOp{}, scratch);
+      if constexpr (kSmallBlock) {
+        row_max = block_allreduce_one_barrier<kSmallBlockWarps>(warp_max(row_max), MaxOp{}, scratch);
+      } else {
+        row_max = block_allreduce(row_max, MaxOp{}, scratch);
+      }
 
       // Keep exp(x - max) in the registers: the write pass then costs one multiply per element.
       // The max is the row's own, so no -inf guard is needed: only an all -inf row has
@@ -104,7 +123,13 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
           row_sum += values[k][i];
         }
       }
-      row_sum = block_allreduce(row_sum, SumOp{}, scratch);
+      if constexpr (kSmallBlock) {
+        // The next row's max goes into scratch only after this barrier, which every thread
+        // reaches after reading this row's max from it.
+        row_sum = block_allreduce_one_barrier<kSmallBlockWarps>(warp_allreduce(row_sum, SumOp{}), SumOp{}, sum_slots);
+      } else {
+        row_sum = block_allreduce(row_sum, SumOp{}, scratch);
+      }
       stats = {row_max, row_sum};
       factor = 1.0f / row_sum;
     }
@@ -120,6 +145,24 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(c
     }
     if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(stats.max, stats.sum);
   }
+}
+
+
+// The general kernel (steps 5 and 6). Bounded by threads only: an explicit minimum of one block
+// per SM (.minnctapersm 1) changed ptxas's allocation (16-bit rows of 4096 columns: 32 -> 40
+// registers).
+template <typename T, int kVec, int kVecsPerThread, bool kBlockPerRow, bool kPdlPrologue>
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) row_in_registers_kernel(const T* x, T* y, float* lse,
+                                                                               int64_t rows, int cols) {
+  row_in_registers<T, kVec, kVecsPerThread, kBlockPerRow, kPdlPrologue, false>(x, y, lse, rows, cols);
+}
+
+// The small-block kernel (step 6): 256 threads, 8 blocks per SM, so at most 32 registers.
+template <typename T, int kVec, int kVecsPerThread>
+__global__ void __launch_bounds__(kSmallBlockThreads, int(kMaxThreadsPerSm / kSmallBlockThreads))
+    row_in_registers_small_block_kernel(const T* x, T* y, float* lse, int64_t rows, int cols) {
+  row_in_registers<T, kVec, kVecsPerThread, /*kBlockPerRow=*/true, /*kPdlPrologue=*/false, true>(x, y, lse, rows,
+                                                                                                   cols);
 }
 
 // Launches the smallest kVecsPerThread (a power of two) >= vecs_per_thread; `pdl_prologue` (block
@@ -141,6 +184,14 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
     if constexpr (kBlockPerRow && kVec > 1) {
       if (pdl_prologue && p.programmatic_launch) {
         return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>);
+      }
+    }
+    if constexpr (kBlockPerRow && sizeof(T) == 2 && kVec > 1 && kVec * kVecsPerThread <= kSmallBlockElems) {
+      if (threads <= kSmallBlockThreads) {
+        // Always 256 threads: the kernel strides by that constant (fewer registers than blockDim).
+        return launch_softmax_kernel(name, row_in_registers_small_block_kernel<T, kVec, kVecsPerThread>,
+                                     grid, kSmallBlockThreads, 0, p.stream, p.programmatic_launch,
+                                     static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
       }
     }
     return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>);

@@ -183,6 +183,38 @@ FC_DEVICE V block_allreduce(V value, Op op, V* scratch) {
   return value;
 }
 
+// A float's bits as an int whose signed order is the floats' order (-inf lowest, -0 below +0), with
+// every NaN the largest int: an integer max (redux.sync, one instruction for the warp) then keeps a
+// NaN as max_nan does.
+FC_DEVICE int ordered_image(float value) {
+  const int bits = __float_as_int(value);
+  if (value != value) return 0x7fffffff;
+  return bits >= 0 ? bits : bits ^ 0x7fffffff;
+}
+FC_DEVICE float from_ordered_image(int image) { return __int_as_float(image >= 0 ? image : image ^ 0x7fffffff); }
+
+// The warp's max_nan in one redux.sync (sm_80+) instead of a five-shuffle butterfly.
+FC_DEVICE float warp_max(float value) {
+  return from_ordered_image(__reduce_max_sync(kFullWarpMask, ordered_image(value)));
+}
+
+// Every thread of a block of at most kMaxWarps warps ends with op over the warps' `warp_value`s
+// (each already reduced over its warp). One barrier: lane 0 of each warp publishes into `slots`,
+// then every thread combines all kMaxWarps slots itself, in slot order (bitwise the same result
+// everywhere): the block has exactly kMaxWarps warps. No trailing barrier, so a caller alternates two slot
+// arrays: it may write one again only after every thread has passed a barrier of the other, placed
+// after its reads of the first (softmax: the next row's max slots are written after this row's sum
+// barrier).
+template <int kMaxWarps, typename Op>
+FC_DEVICE float block_allreduce_one_barrier(float warp_value, Op op, float* slots) {
+  if (threadIdx.x % kWarpSize == 0) slots[threadIdx.x / kWarpSize] = warp_value;
+  __syncthreads();  // every warp's value visible to every thread
+  float value = slots[0];
+#pragma unroll
+  for (int w = 1; w < kMaxWarps; ++w) value = op(value, slots[w]);
+  return value;
+}
+
 // ---- launch helpers ---------------------------------------------------------------------------
 inline unsigned grid_for(int64_t work_blocks) {
   return unsigned(work_blocks < 1 ? 1 : (work_blocks < kMaxGridBlocks ? work_blocks : kMaxGridBlocks));

@@ -332,6 +332,19 @@ TEST(SoftmaxGpu, OneVeryLongRowSplitAcrossBlocks) {
   }
 }
 
+// Step 6 runs 16-bit rows of at most 4096 columns on grids of more than one wave with its small-block
+// kernel (always 256 threads, one barrier per reduction; row_in_registers.cuh): row lengths of one
+// and two vectors per thread, the last threads' vectors past the row, and the special rows.
+// 3001 rows are more than one wave of 256-thread blocks on any GPU with up to 187 SMs.
+TEST(SoftmaxGpu, RowPerBlockSmallBlockKernelOnMultiWaveGrids) {
+  FC_REQUIRE_SM(80);
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t cols : {int64_t(1032), int64_t(2048), int64_t(2056), int64_t(4088), int64_t(4096)}) {
+      check_case(SoftmaxVariant::kRowPerBlock, dtype, /*rows=*/3001, cols, /*offset_elems=*/0, uint32_t(cols));
+    }
+  }
+}
+
 // Enough rows of a long 16-bit row for kAuto to stage them in shared memory (step 8), aligned
 // (cp.async) and one element off (plain staged loads).
 TEST(SoftmaxGpu, AutoStagesLong16BitRowsInSharedMemory) {
