@@ -300,6 +300,11 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 384; c.seqlen_k = 1000; c.cluster = "on"; c.long_tiles = "on"; });
       add([](Case& c) { c.batch = 2; c.heads_q = 8; c.heads_kv = 2; c.seqlen_q = 700; c.seqlen_k = 1100; c.causal = true; c.input_scale = 10; c.tile_order = "paired"; c.long_tiles = "on"; });
       add([](Case& c) { c.seqlen_q = 600; c.seqlen_k = 900; c.window_left = 200; c.window_right = 30; c.long_tiles = "on"; });
+      // Last query blocks where whole warpgroups have no rows: two of three in the cluster kernel
+      // (200 = 192 + 8 rows, several tiles per cluster) and in a causal call (600 = 3 * 192 + 24);
+      // one of three at 500 above.
+      add([](Case& c) { c.batch = 2; c.heads_q = 6; c.heads_kv = 2; c.seqlen_q = 200; c.seqlen_k = 1000; c.cluster = "on"; c.long_tiles = "on"; });
+      add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 4; c.seqlen_q = c.seqlen_k = 600; c.causal = true; c.input_scale = 10; c.long_tiles = "on"; });
       // d64's tile shapes for masked calls: below 2048 keys the short one (two warpgroups) takes them
       // by the rule (the causal and window cases above), so the default one (three warpgroups) is
       // forced here on short shapes, and the short one on a long causal call.
