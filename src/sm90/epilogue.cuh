@@ -36,10 +36,10 @@ FC_DEVICE void store_lse(const KernelParams& params, const Tile<Traits::kVarlen>
   if (params.lse == nullptr || lane % 4 != 0) return;
   float* lse_head = params.lse + (int64_t)tile.batch * params.lse_batch_stride + (int64_t)tile.head * params.lse_head_stride;
   if constexpr (Traits::kVarlen) lse_head += tile.q_offset;
-  const int seqlen_q = TileScheduler<Traits>::seqlen_q(params, tile);
+  const int rows_end = TileScheduler<Traits>::rows_end(params, tile);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row0 + 8 * r < seqlen_q) lse_head[row0 + 8 * r] = lse[r];
+    if (row0 + 8 * r < rows_end) lse_head[row0 + 8 * r] = lse[r];
   }
 }
 
@@ -62,16 +62,16 @@ struct EpilogueDirect {
   static __device__ void store(const KernelParams& params, const CUtensorMap*, uint8_t*, const Tile<Traits::kVarlen>& tile,
                                int warpgroup, int warp, int lane, const float* o, const float (&inv_sum)[2],
                                const float (&lse)[2]) {
-    const int row0 = tile.m_block * Traits::kBlockM + warpgroup * 64 + 16 * warp + lane / 4;
+    const int row0 = TileScheduler<Traits>::row_first(params, tile) + warpgroup * 64 + 16 * warp + lane / 4;
     const int quad_lane = lane % 4;
     uint16_t* o_head = static_cast<uint16_t*>(params.o) + (int64_t)tile.batch * params.o_batch_stride +
                        (int64_t)tile.head * params.o_head_stride;
     if constexpr (Traits::kVarlen) o_head += (int64_t)tile.q_offset * params.o_seq_stride;
-    const int seqlen_q = TileScheduler<Traits>::seqlen_q(params, tile);
+    const int rows_end = TileScheduler<Traits>::rows_end(params, tile);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + 8 * r;
-      if (row >= seqlen_q) continue;
+      if (row >= rows_end) continue;
       uint16_t* o_row = o_head + (int64_t)row * params.o_seq_stride;
 #pragma unroll
       for (int i = 2 * r; i < Traits::kAccO; i += 4) {  // acc pairs (i, i+1) of local row r
@@ -93,7 +93,15 @@ struct EpilogueTma {
   static __device__ void store(const KernelParams& params, const CUtensorMap* tm_o, uint8_t* o_staging,
                                const Tile<Traits::kVarlen>& tile, int warpgroup, int warp, int lane, const float* o,
                                const float (&inv_sum)[2], const float (&lse)[2]) {
-    const int row_first = tile.m_block * Traits::kBlockM + warpgroup * 64;  // in the sequence
+    const int row_first = TileScheduler<Traits>::row_first(params, tile) + warpgroup * 64;  // in the sequence
+    if constexpr (Traits::kPartialBlockFirst) {
+      if (row_first + 64 > TileScheduler<Traits>::rows_end(params, tile)) {
+        // Block 0's rows from r on belong to block 1, which stores them: a TMA box would overwrite
+        // them (warpgroup-uniform). Past Sq, as in the last block, TMA would store nothing.
+        EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
+        return;
+      }
+    }
     if constexpr (Traits::kVarlen) {
       if (params.cu_seqlens_q != nullptr && row_first + 64 > tile.seqlen_q) {
         // Varlen, rows past the sequence in this warpgroup's 64 (warpgroup-uniform): a TMA box

@@ -132,6 +132,7 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   KernelParams params = args.params;
   params.always_rescale_o = args.always_rescale < 0 ? Traits::Config::kAlwaysRescaleO : args.always_rescale != 0;
   params.num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  params.m_row_shift = Traits::kPartialBlockFirst ? params.num_m_blocks * Traits::kBlockM - params.seqlen_q : 0;
   constexpr int kClusterM = Traits::kClusterM;  // the scheduler's units: tiles, or pairs of them
   if (params.num_m_blocks % kClusterM != 0) return Status::Internal("sm90: cluster kernel with an odd query-block count");
   const int64_t num_tiles = (int64_t)(params.num_m_blocks / kClusterM) * params.heads_q * params.batch;

@@ -52,6 +52,12 @@ struct KernelTraits {
   static constexpr bool kAllKeysVisible = kAllKeysVisible_;
   // Equal tiles: the scheduler may split the last waves' tiles along KV (stream_k.hpp).
   static constexpr bool kStreamK = kAllKeysVisible && !kVarlen;
+  // Masked dense calls on the long tile shape: the short query block goes first (scheduler.cuh).
+  // Only there: 192-row blocks leave a short block at the standard lengths (S = 8k, 16k), and the
+  // default shapes' 128-row blocks do not, yet the added code cost d128's default masked kernel
+  // 1.7 % at causal S=2k (H200, session 13); d64's three-warpgroup kernel spilled 64 bytes.
+  static constexpr bool kPartialBlockFirst =
+      !kAllKeysVisible && !kVarlen && kClusterM_ == 1 && kShape_ == TileShape::kLong;
 
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;

@@ -149,7 +149,7 @@ struct Producer {
     if (leader) {
       ptx::mbarrier_arrive_expect_tx(&smem.q_full[q_stage.index], Traits::kQBytes);
       tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[q_stage.index], tm_q, &smem.q_full[q_stage.index],
-                                                      tile.q_offset + tile.m_block * Traits::kBlockM, tile.head,
+                                                      tile.q_offset + Scheduler::row_first(params, tile), tile.head,
                                                       tile.map_batch());
     }
     q_stage.advance();
@@ -416,7 +416,7 @@ struct Consumer {
     softmax.init();
 #pragma unroll
     for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
-    const int wg_row_first = tile.m_block * kBlockM + warpgroup * 64;
+    const int wg_row_first = Scheduler::row_first(params, tile) + warpgroup * 64;
     const attn::VisibilityMask& mask = Scheduler::mask(params, tile);  // the tile's sequence's
 
     if (!range.empty()) {

@@ -68,8 +68,19 @@ struct KvRange {
   FC_DEVICE int count() const { return n_last - n_first + 1; }
 };
 
-template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1, bool kStreamK = false>
+// kPartialBlockFirst (masked dense kernels): when Sq is not a multiple of kBlockM, the short query
+// block is block 0 (rows [0, r), r = kBlockM - m_row_shift) instead of the last, and block m >= 1
+// holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM - m_row_shift), so the last block ends at
+// Sq. Under a causal mask block 0 sees the fewest keys and the last block every key: d128 causal
+// S=16k (kBlockM 192) then computes its 128 rows nobody reads over one KV block instead of over all
+// 16384 keys (1.5 % of the call's tensor work). Block 0 still runs kBlockM rows from row 0 (TMA box
+// coordinates stay >= 0); its rows [r, kBlockM) belong to block 1: block 0 visits only the KV
+// blocks of rows [0, r) and stores only those rows (rows_end).
+template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1, bool kStreamK = false,
+          bool kPartialBlockFirst = false>
 struct StaticPersistentScheduler {
+  static_assert(!kPartialBlockFirst || (!kVarlen && kClusterM == 1 && !kStreamK),
+                "the partial block goes first in one-CTA dense kernels without a stream-K tail");
   const KernelParams& params;
   // kStreamK: this CTA's items of the tail (shared memory, filled by the kernel shell). After the
   // waves, `wave` counts on through them (item wave - sk_first_wave), so walking the tail holds no
@@ -195,6 +206,18 @@ struct StaticPersistentScheduler {
     else return p.mask;
   }
 
+  // The tile's first query row in its sequence.
+  FC_DEVICE static int row_first(const KernelParams& p, const TileT& t) {
+    if constexpr (kPartialBlockFirst) return t.m_block == 0 ? 0 : t.m_block * kBlockM - p.m_row_shift;
+    else return t.m_block * kBlockM;
+  }
+  // One past the last row the tile owns (stores, and asks keys for): Sq, or r for a
+  // kPartialBlockFirst kernel's block 0.
+  FC_DEVICE static int rows_end(const KernelParams& p, const TileT& t) {
+    if constexpr (kPartialBlockFirst) return t.m_block == 0 ? kBlockM - p.m_row_shift : p.seqlen_q;
+    else return seqlen_q(p, t);
+  }
+
   // False for a varlen tile past its sequence's last query row (nothing to load or store).
   FC_DEVICE static bool has_rows(const TileT& t) {
     if constexpr (kVarlen) return t.m_block * kBlockM < t.seqlen_q;
@@ -217,8 +240,8 @@ struct StaticPersistentScheduler {
   FC_DEVICE static KvRange kv_range_of(const KernelParams& params, const TileT& t) {
     KvRange r;
     const attn::VisibilityMask& m = mask(params, t);
-    const int row_first = t.m_block * kBlockM;
-    const int row_last = min(row_first + kBlockM, seqlen_q(params, t)) - 1;
+    const int row_first = StaticPersistentScheduler::row_first(params, t);
+    const int row_last = min(row_first + kBlockM, rows_end(params, t)) - 1;
     const int key_first = m.first_key(row_first);
     const int key_last = m.last_key(row_last);
     if (key_last < key_first) return r;  // also covers Sk == 0 (last_key < 0)
@@ -270,6 +293,7 @@ struct TileQueue {
 // The scheduler of a kernel (Traits: kernel_traits.cuh).
 template <class Traits>
 using TileScheduler =
-    StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen, Traits::kClusterM, Traits::kStreamK>;
+    StaticPersistentScheduler<Traits::kBlockM, Traits::kBlockN, Traits::kVarlen, Traits::kClusterM, Traits::kStreamK,
+                              Traits::kPartialBlockFirst>;
 
 }  // namespace flashcore::sm90
