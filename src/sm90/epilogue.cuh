@@ -96,8 +96,9 @@ struct EpilogueTma {
     const int row_first = TileScheduler<Traits>::row_first(params, tile) + warpgroup * 64;  // in the sequence
     if constexpr (Traits::kPartialBlockFirst) {
       if (row_first + 64 > TileScheduler<Traits>::rows_end(params, tile)) {
-        // Block 0's rows from r on belong to block 1, which stores them: a TMA box would overwrite
-        // them (warpgroup-uniform). Past Sq, as in the last block, TMA would store nothing.
+        // Block 0's rows from r on are block 1's, which stores them (or, with one block, lie past
+        // Sq): a TMA box would overwrite block 1's rows, so this warpgroup stores row by row
+        // (warpgroup-uniform).
         EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
         return;
       }

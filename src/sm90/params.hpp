@@ -61,9 +61,10 @@ struct KernelParams {
   int* sk_flags = nullptr;
   float* sk_partials = nullptr;
 
-  // Masked dense kernels (Traits::kPartialBlockFirst): num_m_blocks * kBlockM - Sq. Query block m >= 1
-  // holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM - m_row_shift), block 0 rows
-  // [0, kBlockM - m_row_shift): the short block is the first, not the last (scheduler.cuh).
+  // Kernels with Traits::kPartialBlockFirst (the long shape's masked kernel): num_m_blocks * kBlockM
+  // - Sq, else 0. Query block m >= 1 holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM -
+  // m_row_shift), block 0 rows [0, kBlockM - m_row_shift): the short block is the first, not the
+  // last (scheduler.cuh).
   int m_row_shift = 0;
 };
 

@@ -68,10 +68,10 @@ struct KvRange {
   FC_DEVICE int count() const { return n_last - n_first + 1; }
 };
 
-// kPartialBlockFirst (masked dense kernels): when Sq is not a multiple of kBlockM, the short query
-// block is block 0 (rows [0, r), r = kBlockM - m_row_shift) instead of the last, and block m >= 1
-// holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM - m_row_shift), so the last block ends at
-// Sq. Under a causal mask block 0 sees the fewest keys and the last block every key: d128 causal
+// kPartialBlockFirst (the long tile shape's masked kernel, kernel_traits.cuh): when Sq is not a
+// multiple of kBlockM, the short query block is block 0 (rows [0, r), r = kBlockM - m_row_shift)
+// instead of the last, and block m >= 1 holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM -
+// m_row_shift), so the last block ends at Sq. Under a causal mask block 0 sees the fewest keys and the last block every key: d128 causal
 // S=16k (kBlockM 192) then computes its 128 rows nobody reads over one KV block instead of over all
 // 16384 keys (1.5 % of the call's tensor work). Block 0 still runs kBlockM rows from row 0 (TMA box
 // coordinates stay >= 0); its rows [r, kBlockM) belong to block 1: block 0 visits only the KV
