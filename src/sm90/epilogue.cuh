@@ -94,19 +94,13 @@ struct EpilogueTma {
                                const Tile<Traits::kVarlen>& tile, int warpgroup, int warp, int lane, const float* o,
                                const float (&inv_sum)[2], const float (&lse)[2]) {
     const int row_first = TileScheduler<Traits>::row_first(params, tile) + warpgroup * 64;  // in the sequence
-    if constexpr (Traits::kPartialBlockFirst) {
-      if (row_first + 64 > TileScheduler<Traits>::rows_end(params, tile)) {
-        // Block 0's rows from r on are block 1's, which stores them (or, with one block, lie past
-        // Sq): a TMA box would overwrite block 1's rows, so this warpgroup stores row by row
-        // (warpgroup-uniform).
-        EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
-        return;
-      }
-    }
-    if constexpr (Traits::kVarlen) {
-      if (params.cu_seqlens_q != nullptr && row_first + 64 > tile.seqlen_q) {
-        // Varlen, rows past the sequence in this warpgroup's 64 (warpgroup-uniform): a TMA box
-        // would write the next sequence's rows.
+    if constexpr (Traits::kVarlen || Traits::kPartialBlockFirst) {
+      // This warpgroup's 64 rows reach past the rows the tile owns (warpgroup-uniform), into rows
+      // a TMA box would overwrite: the next packed sequence's (varlen), or block 1's (block 0 of a
+      // kPartialBlockFirst kernel). It stores row by row instead. (Past the end of a dense tensor
+      // a box stores nothing, so only packed varlen rows count there.)
+      const bool rows_beyond_are_others = !Traits::kVarlen || params.cu_seqlens_q != nullptr;
+      if (rows_beyond_are_others && row_first + 64 > TileScheduler<Traits>::rows_end(params, tile)) {
         EpilogueDirect<Traits>::store(params, tm_o, o_staging, tile, warpgroup, warp, lane, o, inv_sum, lse);
         return;
       }

@@ -62,9 +62,9 @@ struct KernelParams {
   float* sk_partials = nullptr;
 
   // Kernels with Traits::kPartialBlockFirst (the long shape's masked kernel): num_m_blocks * kBlockM
-  // - Sq, else 0. Query block m >= 1 holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM -
-  // m_row_shift), block 0 rows [0, kBlockM - m_row_shift): the short block is the first, not the
-  // last (scheduler.cuh).
+  // - Sq, else 0; worked out on the host like num_m_blocks (the device would redo it at every use).
+  // Block 0 holds rows [0, kBlockM - m_row_shift), block m >= 1 rows [m * kBlockM - m_row_shift,
+  // (m + 1) * kBlockM - m_row_shift): the short block is the first, not the last (scheduler.cuh).
   int m_row_shift = 0;
 };
 

@@ -69,13 +69,14 @@ struct KvRange {
 };
 
 // kPartialBlockFirst (the long tile shape's masked kernel, kernel_traits.cuh): when Sq is not a
-// multiple of kBlockM, the short query block is block 0 (rows [0, r), r = kBlockM - m_row_shift)
-// instead of the last, and block m >= 1 holds rows [m * kBlockM - m_row_shift, (m + 1) * kBlockM -
-// m_row_shift), so the last block ends at Sq. Under a causal mask block 0 sees the fewest keys and the last block every key: d128 causal
-// S=16k (kBlockM 192) then computes its 128 rows nobody reads over one KV block instead of over all
-// 16384 keys (1.5 % of the call's tensor work). Block 0 still runs kBlockM rows from row 0 (TMA box
-// coordinates stay >= 0); its rows [r, kBlockM) belong to block 1: block 0 visits only the KV
-// blocks of rows [0, r) and stores only those rows (rows_end).
+// multiple of kBlockM, the short query block is block 0 (rows [0, r), r = kBlockM - m_row_shift,
+// KernelParams) instead of the last, and block m >= 1 holds rows [m * kBlockM - m_row_shift,
+// (m + 1) * kBlockM - m_row_shift), so the last block ends at Sq. Under a causal mask block 0 sees
+// the fewest keys and the last block every key: d128 causal S=16k (kBlockM 192) then computes its
+// 128 rows nobody reads over one KV block instead of over all 16384 keys (1.5 % of the call's
+// tensor work). Block 0 still runs
+// kBlockM rows from row 0 (TMA box coordinates stay >= 0); its rows [r, kBlockM) belong to block 1:
+// block 0 visits only the KV blocks of rows [0, r) and stores only those rows (rows_end).
 template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1, bool kStreamK = false,
           bool kPartialBlockFirst = false>
 struct StaticPersistentScheduler {
@@ -211,7 +212,7 @@ struct StaticPersistentScheduler {
     if constexpr (kPartialBlockFirst) return t.m_block == 0 ? 0 : t.m_block * kBlockM - p.m_row_shift;
     else return t.m_block * kBlockM;
   }
-  // One past the last row the tile owns (stores, and asks keys for): Sq, or r for a
+  // One past the last row the tile owns (stores, and asks keys for): its sequence's end, or r for a
   // kPartialBlockFirst kernel's block 0.
   FC_DEVICE static int rows_end(const KernelParams& p, const TileT& t) {
     if constexpr (kPartialBlockFirst) return t.m_block == 0 ? kBlockM - p.m_row_shift : p.seqlen_q;

@@ -31,12 +31,14 @@ inline constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
 // 8 blocks per SM, 18.8 -> 23.1 us), and capping it at 32 registers spilled.
 //
 // kSmallBlock (block mode, 16-bit rows of at most 4096 columns in 16-byte vectors, so 256 threads
-// hold them at <= 16 elements each; grids of more than one wave, the launcher picks it): always 256 threads, bounded at 8 blocks per
-// SM, so ptxas keeps it at 32 registers (spill-free only with the stride a compile-time constant;
-// fp32 at 16 elements spills 12 bytes, so fp32 keeps the general kernel), and each reduction takes
-// one barrier (block_allreduce_one_barrier, the max by redux.sync) instead of two. Session 12's
-// experiment: 84.9-85.0 % of the 1 GiB copy rate at 4096x4096 16-bit against 83.8-84.1 % for the
-// general kernel; compiled into the 1024-thread kernel the same reductions took it to 50 registers.
+// hold them at <= 16 elements each; grids of more than one wave, the launcher picks it): always 256
+// threads, bounded at 8 blocks per SM, so ptxas keeps it at 32 registers (spill-free only with the
+// stride a compile-time constant; fp32 at 16 elements spills 12 bytes, so fp32 keeps the general
+// kernel), and each reduction takes one barrier (block_allreduce_one_barrier, the max by
+// redux.sync) instead of two. Session 12's experiment: 84.9-85.0 % of the 1 GiB copy rate at
+// 4096x4096 16-bit against 83.8-84.1 % for the general kernel; compiled into the 1024-thread kernel
+// the same reductions took it to 50 registers. Session 13 (library): 84.3 -> 85.6 % bf16, 83.8 ->
+// 85.0 % fp16 (docs/softmax.md).
 inline constexpr int kSmallBlockThreads = 256;
 inline constexpr int kSmallBlockElems = 16;
 
@@ -46,10 +48,12 @@ FC_DEVICE void row_in_registers(const T* x, T* y, float* lse, int64_t rows, int 
   static_assert(!kSmallBlock || (kBlockPerRow && kVec * kVecsPerThread <= kSmallBlockElems),
                 "small block: block mode, <= 16 elements per thread");
   constexpr int kSmallBlockWarps = kSmallBlockThreads / kWarpSize;
-  __shared__ float scratch[kWarpSize];  // block mode only (small block: the max slots)
-  __shared__ float sum_slots[kSmallBlock ? kSmallBlockWarps : 1];  // small block only
+  // Block mode only. The small block's reductions take one barrier each, so its max and its sum
+  // have their own slots: scratch[0, 8) and scratch[8, 16).
+  __shared__ float scratch[kWarpSize];
   // A row group is the warp (step 5) or the block (step 6); `rank` is this thread's place in it.
-  const int group_threads = kSmallBlock ? kSmallBlockThreads : (kBlockPerRow ? int(blockDim.x) : kWarpSize);
+  const int group_threads =
+      kSmallBlock ? kSmallBlockThreads : (kBlockPerRow ? int(blockDim.x) : kWarpSize);
   const int rank = kBlockPerRow ? int(threadIdx.x) : int(threadIdx.x) % kWarpSize;
   const int groups_per_block = kBlockPerRow ? 1 : int(blockDim.x) / kWarpSize;
   const int group = kBlockPerRow ? 0 : int(threadIdx.x) / kWarpSize;
@@ -126,7 +130,8 @@ FC_DEVICE void row_in_registers(const T* x, T* y, float* lse, int64_t rows, int 
       if constexpr (kSmallBlock) {
         // The next row's max goes into scratch only after this barrier, which every thread
         // reaches after reading this row's max from it.
-        row_sum = block_allreduce_one_barrier<kSmallBlockWarps>(warp_allreduce(row_sum, SumOp{}), SumOp{}, sum_slots);
+        row_sum = block_allreduce_one_barrier<kSmallBlockWarps>(warp_allreduce(row_sum, SumOp{}), SumOp{},
+                                                                scratch + kSmallBlockWarps);
       } else {
         row_sum = block_allreduce(row_sum, SumOp{}, scratch);
       }
@@ -146,7 +151,6 @@ FC_DEVICE void row_in_registers(const T* x, T* y, float* lse, int64_t rows, int 
     if (lse != nullptr && rank == 0) lse[row] = lse_from_stats(stats.max, stats.sum);
   }
 }
-
 
 // The general kernel (steps 5 and 6). Bounded by threads only: an explicit minimum of one block
 // per SM (.minnctapersm 1) changed ptxas's allocation (16-bit rows of 4096 columns: 32 -> 40
@@ -177,24 +181,22 @@ Status launch_row_in_registers(const SoftmaxProblem& p, int vecs_per_thread, uns
       return launch_row_in_registers<T, kVec, kBlockPerRow, kVecsPerThread * 2>(p, vecs_per_thread, grid, threads, name,
                                                                                  pdl_prologue);
     }
-    const auto launch = [&](auto kernel) {
-      return launch_softmax_kernel(name, kernel, grid, threads, 0, p.stream, p.programmatic_launch,
+    const auto launch = [&](auto kernel, int block_threads) {
+      return launch_softmax_kernel(name, kernel, grid, block_threads, 0, p.stream, p.programmatic_launch,
                                    static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
     };
     if constexpr (kBlockPerRow && kVec > 1) {
       if (pdl_prologue && p.programmatic_launch) {
-        return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>);
+        return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, true>, threads);
       }
     }
     if constexpr (kBlockPerRow && sizeof(T) == 2 && kVec > 1 && kVec * kVecsPerThread <= kSmallBlockElems) {
       if (threads <= kSmallBlockThreads) {
         // Always 256 threads: the kernel strides by that constant (fewer registers than blockDim).
-        return launch_softmax_kernel(name, row_in_registers_small_block_kernel<T, kVec, kVecsPerThread>,
-                                     grid, kSmallBlockThreads, 0, p.stream, p.programmatic_launch,
-                                     static_cast<const T*>(p.x), static_cast<T*>(p.y), p.lse, p.rows, int(p.cols));
+        return launch(row_in_registers_small_block_kernel<T, kVec, kVecsPerThread>, kSmallBlockThreads);
       }
     }
-    return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>);
+    return launch(row_in_registers_kernel<T, kVec, kVecsPerThread, kBlockPerRow, false>, threads);
   }
 }
 

@@ -198,20 +198,19 @@ FC_DEVICE float warp_max(float value) {
   return from_ordered_image(__reduce_max_sync(kFullWarpMask, ordered_image(value)));
 }
 
-// Every thread of a block of at most kMaxWarps warps ends with op over the warps' `warp_value`s
-// (each already reduced over its warp). One barrier: lane 0 of each warp publishes into `slots`,
-// then every thread combines all kMaxWarps slots itself, in slot order (bitwise the same result
-// everywhere): the block has exactly kMaxWarps warps. No trailing barrier, so a caller alternates two slot
-// arrays: it may write one again only after every thread has passed a barrier of the other, placed
-// after its reads of the first (softmax: the next row's max slots are written after this row's sum
-// barrier).
-template <int kMaxWarps, typename Op>
+// Every thread of a block of exactly kWarps warps ends with op over the warps' `warp_value`s (each
+// already reduced over its warp). One barrier: lane 0 of each warp publishes into `slots`, then
+// every thread combines the kWarps slots itself, in slot order (bitwise the same result
+// everywhere). No trailing barrier, so a caller alternates two slot arrays: it may write one again
+// only after every thread has passed a barrier of the other, placed after its reads of the first
+// (softmax: the next row's max slots are written after this row's sum barrier).
+template <int kWarps, typename Op>
 FC_DEVICE float block_allreduce_one_barrier(float warp_value, Op op, float* slots) {
   if (threadIdx.x % kWarpSize == 0) slots[threadIdx.x / kWarpSize] = warp_value;
   __syncthreads();  // every warp's value visible to every thread
   float value = slots[0];
 #pragma unroll
-  for (int w = 1; w < kMaxWarps; ++w) value = op(value, slots[w]);
+  for (int w = 1; w < kWarps; ++w) value = op(value, slots[w]);
   return value;
 }
 
