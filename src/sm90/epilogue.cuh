@@ -27,7 +27,7 @@
 
 namespace flashcore::sm90 {
 
-inline constexpr int kEpilogueBarrier = ptx::kFirstNamedBarrier + 2;  // ids 10, 11: one per consumer warpgroup
+inline constexpr int kEpilogueBarrier = ptx::kFirstNamedBarrier + 2;  // ids 10-12: one per consumer warpgroup
 
 // Row `row` of the tile's sequence is element q_offset + row of its lse head row (varlen: the
 // packed token, varlen batch strides are 0; dense: q_offset = 0 and the batch stride applies).

@@ -74,9 +74,9 @@ struct KvRange {
 // (m + 1) * kBlockM - m_row_shift), so the last block ends at Sq. Under a causal mask block 0 sees
 // the fewest keys and the last block every key: d128 causal S=16k (kBlockM 192) then computes its
 // 128 rows nobody reads over one KV block instead of over all 16384 keys (1.5 % of the call's
-// tensor work). Block 0 still runs
-// kBlockM rows from row 0 (TMA box coordinates stay >= 0); its rows [r, kBlockM) belong to block 1:
-// block 0 visits only the KV blocks of rows [0, r) and stores only those rows (rows_end).
+// tensor work). Block 0 still runs kBlockM rows from row 0 (TMA box coordinates stay >= 0); its
+// rows [r, kBlockM) belong to block 1: block 0 visits only the KV blocks of rows [0, r) and stores
+// only those rows (rows_end).
 template <int kBlockM, int kBlockN, bool kVarlen, int kClusterM = 1, bool kStreamK = false,
           bool kPartialBlockFirst = false>
 struct StaticPersistentScheduler {
