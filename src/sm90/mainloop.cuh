@@ -30,6 +30,7 @@
 
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
+#include "ptx/mma_sm80.hpp"
 #include "ptx/tma.hpp"
 #include "ptx/wgmma.hpp"
 #include "sm90/epilogue.cuh"
@@ -359,6 +360,39 @@ struct Consumer {
     }
   }
 
+  // This warp's 16 rows of S = Q K^T for the K stage in use, on the warp's own tensor cores
+  // (mma.sync m16n8k16): the stale-max path's last resort (softmax.cuh, OnlineSoftmax step 3), which
+  // has overwritten the scores with exponentials. The m16n8 accumulator of n-tile j is exactly acc
+  // 4j..4j+3 of the wgmma layout (softmax.cuh), so the scores land where the wgmma put them. Thread
+  // (g = lane / 4, t = lane % 4) loads its fragments itself, 32 bits each: A = Q rows g and g + 8 of
+  // the warp at columns 2t and 2t + 8 of the k-step, B = K key 8j + g at the same columns.
+  // Tiles are [Dqk/64][rows][64] with the 128-byte swizzle: the 16-byte unit u of row r lies at unit
+  // u ^ (r % 8) of the row (chunks start 1024-byte aligned), and r % 8 = g for every row read here.
+  // Why not cheaper: a second wgmma issue made the d128 long kernels spill 44-104 bytes (session 14);
+  // ldmatrix fragments, or mma.sync accumulating straight into s, spilled 20-32 bytes there.
+  __device__ void recompute_scores(float* s) const {
+    using Element = typename Traits::Element;
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t q_rows = ptx::smem_addr(smem.q[q_state.index]) + (warpgroup * 64 + warp * 16 + g) * kRowBytes + 4 * t;
+    const uint32_t k_rows = ptx::smem_addr(smem.k[k_state.index]) + g * kRowBytes + 4 * t;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 1
+      for (int kk = 0; kk < Traits::kDqk / 16; ++kk) {
+        const uint32_t lo = ((2 * (kk % 4)) ^ g) << 4, hi = lo ^ 16;  // columns 2t (+ 8) of the k-step
+        const uint32_t q = q_rows + (kk / 4) * kBlockM * kRowBytes;
+        const uint32_t k = k_rows + ((kk / 4) * kBlockN + 8 * j) * kRowBytes;
+        const uint32_t a[4] = {ptx::ld_shared_b32(q + lo), ptx::ld_shared_b32(q + 8 * kRowBytes + lo),
+                               ptx::ld_shared_b32(q + hi), ptx::ld_shared_b32(q + 8 * kRowBytes + hi)};
+        const uint32_t b[2] = {ptx::ld_shared_b32(k + lo), ptx::ld_shared_b32(k + hi)};
+        ptx::mma_m16n8k16(acc, a, b, Element{});
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[4 * j + c] = acc[c];
+    }
+  }
+
   __device__ void rescale_o(float* o, const float (&factor)[2]) const {
     // Skipping is exact: factor == 1 means the row max did not move. The vote keeps the branch
     // warp-uniform.
@@ -367,13 +401,20 @@ struct Consumer {
     }
   }
 
+  // K_n (and, after a tile's last block, Q) read for the last time: the producer may refill them.
+  __device__ void release_k_and_q(bool last_block) {
+    release_stage(&smem.k_empty[k_state.index]);
+    k_state.advance();
+    if (last_block) release(&smem.q_empty[q_state.index]);  // last read of Q in this tile
+  }
+
   // ---- One KV block of the overlap schedule (every block after a tile's first) ------------------
   // Entry: s holds P_{n+1}'s unnormalized probabilities already packed into p, O has everything up
   // to block n + 2. Exit: p holds P_n, O everything up to block n + 1.
   template <bool kMasked>
   __device__ void overlap_step(float* o, float* s, uint32_t* p, OnlineSoftmax& softmax, const attn::VisibilityMask& mask,
                                int n, int wg_row_first, bool last_block) {
-    float factor[2];
+    float factor[2] = {1.0f, 1.0f};
     // Issue S_n = Q K_n^T and O += P_{n+1} V_{n+1} back to back (two commit groups).
     ptx::mbarrier_wait(&smem.k_full[k_state.index], k_state.phase);
     ptx::mbarrier_wait(&smem.v_full[v_state.index], v_state.phase);
@@ -384,20 +425,44 @@ struct Consumer {
     issue_pv(o, p, smem.v[v_state.index]);
     ptx::wgmma_commit();
     gemm_turn_end();
-    // S_n retired (P V may still run): release K, softmax S_n.
+    // S_n retired (P V may still run): softmax S_n.
     ptx::wgmma_wait<1>();
     ptx::fence_registers<kAccS>(s);
-    release_stage(&smem.k_empty[k_state.index]);
-    k_state.advance();
-    if (last_block) release(&smem.q_empty[q_state.index]);  // last read of Q in this tile
-    prepare_scores<kMasked>(s, mask, n, wg_row_first);
-    softmax.update<kAccS>(s, params.scale_log2, factor);
+    // Blocks that are fully visible to the warpgroup take the stale-max path (softmax.cuh, steps 1-3)
+    // where the tile config has it; others the exact update. A warp that has to settle its block does
+    // so after P V retired (P's registers are free then) and keeps K_n and Q until then (step 3 may
+    // read them again).
+    bool settle = false;
+    float block_sum[2];
+    const int key_first = n * kBlockN;
+    constexpr bool kStaleMax = Traits::Config::kStaleMaxSoftmax && (!kMasked || Traits::Config::kStaleMaxMasked);
+    if (!kStaleMax ||
+        (kMasked && !mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1))) {
+      release_k_and_q(last_block);
+      prepare_scores<kMasked>(s, mask, n, wg_row_first);
+      softmax.update<kAccS>(s, params.scale_log2, factor);
+    } else {
+      if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
+      settle = !__all_sync(0xffffffffu, softmax.exp_against_running_max<kAccS>(s, params.scale_log2, block_sum));
+      if (!settle) {
+        release_k_and_q(last_block);
+        softmax.commit_block(block_sum);
+      }
+    }
     pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
     // P_{n+1} V_{n+1} retired: release V, then O and P may be rewritten.
     ptx::wgmma_wait<0>();
     ptx::fence_registers<kAccO>(o);
     release_stage(&smem.v_empty[v_state.index]);
     v_state.advance();
+    if (settle) {
+      if (!softmax.settle_by_power_of_two<kAccS>(s, block_sum, factor)) {
+        recompute_scores(s);
+        prepare_scores<false>(s, mask, n, wg_row_first);  // the softcap (the block is fully visible)
+        softmax.update<kAccS>(s, params.scale_log2, factor);
+      }
+      release_k_and_q(last_block);
+    }
     rescale_o(o, factor);
     convert_p(s, p);
   }

@@ -64,6 +64,9 @@ struct OnlineSoftmax {
   // invisible dot is exp2(-inf) = 0 (with -inf itself it would be -inf + inf = NaN), and the factor
   // of the first move is exp2(kNoKeyYet - max) = 0. So no per-block test for "no key yet".
   static constexpr float kNoKeyYet = -FLT_MAX;
+  // 2^attn::kRescaleThresholdLog2: the largest p a block may leave without moving the max.
+  static constexpr float kRescaleThresholdP = 16.0f;
+  static_assert(attn::kRescaleThresholdLog2 == 4.0f, "kRescaleThresholdP is 2^kRescaleThresholdLog2");
   float max_log2[2];  // running (possibly stale, see above) max of each row's visible dot * scale_log2
   float row_sum[2];   // this thread's partial sum of exp2(dot * scale_log2 - max_log2)
 
@@ -97,6 +100,72 @@ struct OnlineSoftmax {
       s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
       row_sum[acc_row(i)] += s[i];
     }
+  }
+
+  // ---- The stale-max fast path (Consumer::overlap_step; tile_config.hpp, kStaleMaxSoftmax) ----------
+  // Exact update() spends most of its instructions on the block max (an FMNMX chain over the
+  // thread's scores, two quad shuffles per row, the threshold test), yet after a row's first blocks
+  // the max almost never moves. So a fully visible block is first exponentiated against the running
+  // max as it stands, and only a warp in which that went too far settles the block afterwards:
+  //   1. exp_against_running_max: p = exp2(dot * scale_log2 - max), summed per row. A thread whose
+  //      block sums are at most kStaleSumLimit has every p at most that: fp32 sums and 16-bit P keep
+  //      their relative precision there, as under update()'s threshold. If every thread of the warp
+  //      is within it, commit_block() adds the sums: no max move, no O rescale.
+  //   2. Otherwise settle_by_power_of_two: a row whose largest p exceeds 2^kRescaleThresholdLog2 (the
+  //      update() rule) moves its max up by e = floor(log2(max p)), and its p, its sums and its O
+  //      rows are multiplied by 2^-e. A power of two changes no bit but the exponent, so this is the
+  //      block exact update() would have made with the max e higher (p of the row's largest score
+  //      in [1, 2) instead of exactly 1).
+  //   3. If some row of the warp has a p above kLargestSettledP (a score more than 64 log2 units
+  //      above the max: 2^-e would leave fp32's normal range beyond 126, and from 128 on p is +inf),
+  //      no key yet (max kNoKeyYet: every visible p is +inf) or only NaN, the warp recomputes its
+  //      scores (Consumer::recompute_scores) and runs update().
+  // NaN scores make their row's sums NaN (as in update()), so a NaN row never passes step 1.
+  static constexpr float kStaleSumLimit = 1024.0f;
+  static constexpr float kLargestSettledP = 0x1p64f;
+
+  template <int kAcc>
+  FC_DEVICE bool exp_against_running_max(float* s, float scale_log2, float (&block_sum)[2]) const {
+    block_sum[0] = block_sum[1] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
+      block_sum[acc_row(i)] += s[i];
+    }
+    return block_sum[0] <= kStaleSumLimit && block_sum[1] <= kStaleSumLimit;  // false for NaN
+  }
+
+  FC_DEVICE void commit_block(const float (&block_sum)[2]) {
+    row_sum[0] += block_sum[0];
+    row_sum[1] += block_sum[1];
+  }
+
+  // Step 2 for a block that failed step 1 somewhere in the warp (every lane calls it). Returns false,
+  // having changed nothing, when the warp must take step 3; otherwise the block is committed and
+  // `o_factor` holds what O's rows must be multiplied by.
+  template <int kAcc>
+  FC_DEVICE bool settle_by_power_of_two(float* s, const float (&block_sum)[2], float (&o_factor)[2]) {
+    float p_max[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
+#pragma unroll
+    for (int i = 4; i < kAcc; ++i) p_max[acc_row(i)] = fmaxf(p_max[acc_row(i)], s[i]);
+    p_max[0] = attn::quad_max(p_max[0]);
+    p_max[1] = attn::quad_max(p_max[1]);
+    // !(x <= limit): +inf, and NaN (fmaxf drops NaN unless every p of the row is NaN).
+    if (__any_sync(0xffffffffu, !(p_max[0] <= kLargestSettledP) || !(p_max[1] <= kLargestSettledP))) return false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool moved = p_max[r] > kRescaleThresholdP;
+      // floor(log2(p_max)) from the exponent field (p_max is normal here), and 2^-e built the same way
+      const int e = moved ? (__float_as_int(p_max[r]) >> 23) - 127 : 0;
+      o_factor[r] = __int_as_float((127 - e) << 23);
+      max_log2[r] += (float)e;
+      row_sum[r] = (row_sum[r] + block_sum[r]) * o_factor[r];
+    }
+    if (o_factor[0] != 1.0f || o_factor[1] != 1.0f) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) s[i] *= o_factor[acc_row(i)];
+    }
+    return true;
   }
 
   // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural

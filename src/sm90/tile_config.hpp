@@ -72,6 +72,19 @@ namespace flashcore::sm90 {
 // 488-500; causal S=8k even): its SASS moves more work to the uniform datapath (UIADD3 102 -> 252,
 // UIMAD and UISETP about 110 each, absent from the top of the count before; not profiled
 // further), so d64 keeps the plain index.
+// kStaleMaxSoftmax: the overlap schedule's fully visible KV blocks (after a tile's first) skip the
+// block max and exponentiate against the row's running max as it stands, settling the block only in
+// a warp where some p went past 1024 (softmax.cuh, OnlineSoftmax steps 1-3). Exact either way; false:
+// every block takes the exact update; compiling with -DFLASHCORE_SM90_STALE_MAX=0 (e.g. through
+// CMAKE_CUDA_FLAGS) turns it off everywhere, for A/B builds. kStaleMaxMasked: also in the masked
+// kernels' loop (causal, window, varlen), next to the exact update their partly visible blocks keep;
+// d64's three-warpgroup masked kernel (160 registers, O 32 + S 64 + P 32) spilled 68 bytes with
+// both, so d64 has it in its mask-free kernel only. H200, fp16 unless named, same-call A/B against
+// the exact update everywhere (bench/results/2026-11-24-h200-session15, two rounds for d128, four
+// for d64 / d256): d128 S=16k 695 -> 716-719, bf16 722-725 -> 742, causal 639-643 -> 664-670, bf16
+// causal 668-670 -> 692-693, S=4k 701-702 -> 717, S=1k 581-582 -> 590-591, causal S=1k 405-407 ->
+// 416-417; d64 S=4k 536-539 -> 547-551, S=8k 562-563 -> 563-580, S=1k 413-416 -> 422-424; d256
+// S=8k 778-780 -> 769-784 (-0.4 % on average), S=4k +0.6 %, S=1k +1 %, causal even.
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -91,6 +104,11 @@ enum class TileShape : int {
   kLong = 1,
   kShort = 2,
 };
+
+#ifndef FLASHCORE_SM90_STALE_MAX
+#define FLASHCORE_SM90_STALE_MAX 1
+#endif
+inline constexpr bool kStaleMaxBuilt = FLASHCORE_SM90_STALE_MAX != 0;
 
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
@@ -134,6 +152,8 @@ struct TileConfig<64, 64> {
   static constexpr int kShortMaskedBelowSeqlenK = 2048;
   static constexpr bool kStreamKTail = true;
   static constexpr bool kBroadcastWarpIndex = false;
+  static constexpr bool kStaleMaxSoftmax = kStaleMaxBuilt;
+  static constexpr bool kStaleMaxMasked = false;
 };
 
 // d64, short masked calls (session 7): two consumer warpgroups (kBlockM 128, ping-pong, 240
@@ -174,6 +194,8 @@ struct TileConfig<128, 128> {
   static constexpr int kShortMaskedBelowSeqlenK = 0;
   static constexpr bool kStreamKTail = true;
   static constexpr bool kBroadcastWarpIndex = true;
+  static constexpr bool kStaleMaxSoftmax = kStaleMaxBuilt;
+  static constexpr bool kStaleMaxMasked = true;
 };
 
 // d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
@@ -223,6 +245,8 @@ struct TileConfig<256, 256> {
   static constexpr int kShortMaskedBelowSeqlenK = 0;
   static constexpr bool kStreamKTail = false;
   static constexpr bool kBroadcastWarpIndex = true;
+  static constexpr bool kStaleMaxSoftmax = kStaleMaxBuilt;
+  static constexpr bool kStaleMaxMasked = true;
 };
 
 // d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,

@@ -121,6 +121,7 @@ std::string TestCase::describe() const {
     for (size_t i = 0; i < seqused_k.size(); ++i) os << (i ? "," : "") << seqused_k[i];
     os << "]";
   }
+  for (const auto& [position, gain] : key_gain) os << " key" << position << "*" << gain;
   os << " input_scale=" << input_scale << " seed=" << seed;
   return os.str();
 }
@@ -184,6 +185,18 @@ HostProblem make_problem(const TestCase& tc) {
   fill_random(pr.q, qs, outer, q_tokens, p.heads_q, p.head_dim_qk, p.dtype, tc.input_scale, gen);
   fill_random(pr.k, ks, outer, k_tokens, p.heads_kv, p.head_dim_qk, p.dtype, tc.input_scale, gen);
   fill_random(pr.v, vs, outer, k_tokens, p.heads_kv, p.head_dim_v, p.dtype, tc.input_scale, gen);
+  for (const auto& [position, gain] : tc.key_gain) {
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t keys = varlen ? pr.cu_seqlens_k[size_t(b + 1)] - pr.cu_seqlens_k[size_t(b)] : k_tokens;
+      if (position < 0 || position >= keys) continue;
+      const int64_t row = varlen ? pr.cu_seqlens_k[size_t(b)] * ks.seq + position * ks.seq : b * ks.batch + position * ks.seq;
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int d = 0; d < p.head_dim_qk; ++d) {
+          const int64_t index = row + h * ks.head + d;
+          store_from_float(pr.k.data(), index, load_as_float(pr.k.data(), index, p.dtype) * gain, p.dtype);
+        }
+    }
+  }
   pr.o.assign(size_t(os.elements * dtype_size(p.dtype)), 0);
   pr.lse.assign(size_t(p.heads_q * q_tokens * outer), 0.0f);
   poison_outputs(pr);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashcore/flashcore.hpp"
@@ -43,6 +44,11 @@ struct TestCase {
   std::vector<int> varlen_q, varlen_k;
   std::vector<int> seqused_k;  // optional [B]: keys that count (<= varlen_k[b] or seqlen_k)
   float input_scale = 1.0f;    // q, k, v ~ N(0, 1) * input_scale
+  // (key position, gain): the K rows at that position of every sequence and head are multiplied by
+  // gain after drawing (positions past a sequence's keys are skipped). A large gain makes the key's
+  // scores jump far above or below those of its neighbours for every query: the online softmax's
+  // running max must move in the middle of a row.
+  std::vector<std::pair<int, float>> key_gain;
   uint64_t seed = 1;
   Layout layout = Layout::kBSHD;
 

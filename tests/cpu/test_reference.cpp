@@ -530,6 +530,41 @@ TEST(Reference, RoundedForwardWritesEveryOutputElementAndNoPadding) {
 // The diagonal form the sm80 kernel masks with (min_diagonal <= j - i <= max_diagonal, j < Sk) is
 // the same rule as first_key / last_key, for both alignments, windows and "infinite" sides, also
 // where the diagonal bounds leave the int range.
+// TestCase::key_gain (the GPU tests' mid-row jumps of the running max) scales exactly the K rows
+// at its positions, in every sequence and head, dense and varlen, and nothing else.
+TEST(TestProblem, KeyGainScalesOnlyTheKRowsAtItsPositions) {
+  for (const bool varlen : {false, true}) {
+    TestCase tc = base_case(DType::kFloat32);
+    tc.heads_q = 4, tc.heads_kv = 2;
+    if (varlen) tc.varlen_q = {5, 9}, tc.varlen_k = {4, 17};
+    const HostProblem plain = make_problem(tc);
+    tc.key_gain = {{3, 8.0f}, {10, -2.0f}};
+    const HostProblem gained = make_problem(tc);
+    SCOPED_TRACE(tc.describe());
+    const AttentionParams& p = gained.params;
+    const float* k0 = reinterpret_cast<const float*>(plain.k.data());
+    const float* k1 = reinterpret_cast<const float*>(gained.k.data());
+    int scaled = 0;
+    for (int b = 0; b < p.batch; ++b) {
+      const int keys = varlen ? tc.varlen_k[size_t(b)] : tc.seqlen_k;
+      for (int j = 0; j < keys; ++j) {
+        const int64_t row = varlen ? int64_t(gained.cu_seqlens_k[size_t(b)] + j) * p.k_seq_stride
+                                   : b * p.k_batch_stride + j * p.k_seq_stride;
+        const float gain = j == 3 ? 8.0f : j == 10 ? -2.0f : 1.0f;
+        for (int h = 0; h < p.heads_kv; ++h)
+          for (int d = 0; d < p.head_dim_qk; ++d) {
+            const int64_t i = row + h * p.k_head_stride + d;
+            ASSERT_EQ(k1[i], k0[i] * gain) << "b=" << b << " key=" << j << " h=" << h << " d=" << d;
+          }
+        scaled += gain != 1.0f;
+      }
+    }
+    EXPECT_EQ(scaled, varlen ? 3 : 4);  // varlen: sequence 0 has 4 keys, so only key 3 there
+    EXPECT_EQ(plain.q, gained.q);
+    EXPECT_EQ(plain.v, gained.v);
+  }
+}
+
 TEST(VisibilityMask, DiagonalBandIsTheSameRuleAsFirstAndLastKey) {
   const int inf = attn::VisibilityMask{}.window_left;
   for (int sq : {1, 7, 65}) {

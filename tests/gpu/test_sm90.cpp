@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,6 +38,7 @@ struct Case {
   int window_left = kWindowInfinite, window_right = kWindowInfinite;
   float softcap = 0.0f;
   float input_scale = 1.0f;
+  std::vector<std::pair<int, float>> key_gain;  // testing::TestCase::key_gain
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
   const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
   int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
@@ -71,6 +73,10 @@ struct Case {
     }
     if (softcap > 0) s += "_softcap" + std::to_string((int)softcap);
     s += "_x" + std::to_string((int)input_scale);
+    if (!key_gain.empty()) {
+      s += "_gain";
+      for (const auto& [position, gain] : key_gain) s += "_" + std::to_string(position) + "x" + std::to_string((int)gain);
+    }
     if (bhsd) s += "_bhsd";
     if (*schedule) s += std::string("_") + schedule;
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
@@ -159,6 +165,7 @@ void run_case(const Case& c) {
   tc.window_right = c.window_right;
   tc.softcap = c.softcap;
   tc.input_scale = c.input_scale;
+  tc.key_gain = c.key_gain;
   tc.layout = c.bhsd ? testing::Layout::kBHSD : testing::Layout::kBSHD;
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
@@ -336,6 +343,21 @@ std::vector<Case> sweep() {
       add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 4; c.seqlen_q = 512; c.seqlen_k = 700; c.input_scale = 10; c.cluster = "on"; c.stream_k = "on"; c.grid = 3; });
       add([](Case& c) { c.heads_q = 3; c.heads_kv = 1; c.seqlen_q = 500; c.seqlen_k = 777; c.long_tiles = "on"; c.stream_k = "on"; c.grid = 4; });
       add([](Case& c) { c.heads_q = 3; c.heads_kv = 3; c.seqlen_q = 300; c.seqlen_k = 1000; c.stream_k = "off"; c.grid = 5; });
+      // The stale-max softmax (softmax.cuh, OnlineSoftmax steps 1-3) at input scale 1, where no block
+      // after a row's first leaves step 1 by itself: keys with a gain move the running max in the
+      // middle of the rows, by a power of two (step 2; gain 6: that key's scores ~ N(0, 6^2) nats,
+      // mostly within 64 log2 units of the max) and past 64 log2 units (step 3, the scores
+      // recomputed; gain 40), the larger jump after the smaller one in the order the kernels visit
+      // blocks (last first), and at a row's first key. Every kernel kind: dense, causal, softcap
+      // (which bounds the jumps), the long shape, the cluster kernel, varlen.
+      const std::vector<std::pair<int, float>> gains = {{700, 6.0f}, {400, 40.0f}, {3, 40.0f}};
+      add([&](Case& c) { c.seqlen_q = c.seqlen_k = 1000; c.key_gain = gains; });
+      add([&](Case& c) { c.seqlen_q = c.seqlen_k = 1000; c.causal = true; c.key_gain = gains; });
+      add([&](Case& c) { c.seqlen_q = 300; c.seqlen_k = 1000; c.softcap = 30; c.key_gain = gains; });
+      add([&](Case& c) { c.seqlen_q = 500; c.seqlen_k = 1000; c.long_tiles = "on"; c.key_gain = gains; });
+      add([&](Case& c) { c.seqlen_q = c.seqlen_k = 1000; c.causal = true; c.long_tiles = "on"; c.key_gain = gains; });
+      add([&](Case& c) { c.heads_q = 4; c.seqlen_q = 768; c.seqlen_k = 1000; c.cluster = "on"; c.key_gain = gains; });
+      add([&](Case& c) { c.varlen_q = {300, 700}; c.varlen_k = {900, 1000}; c.causal = true; c.key_gain = gains; });
       add_varlen_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
