@@ -442,7 +442,7 @@ struct Consumer {
       prepare_scores<kMasked>(s, mask, n, wg_row_first);
       softmax.update<kAccS>(s, params.scale_log2, factor);
     } else {
-      if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
+      prepare_scores<false>(s, mask, n, wg_row_first);  // the softcap (the block is fully visible)
       settle = !__all_sync(0xffffffffu, softmax.exp_against_running_max<kAccS>(s, params.scale_log2, block_sum));
       if (!settle) {
         release_k_and_q(last_block);

@@ -58,6 +58,26 @@ FC_DEVICE void apply_mask(float* s, const attn::VisibilityMask& mask, int row0, 
 // overridable): d128 +1-2 % (S=16k fp16 627 -> 638, bf16 646 -> 660, causal 582 -> 594-599), d256
 // S=8k +1 %.
 
+// The max of this thread's scores of each of its two rows (attn::quad_max makes it the row's).
+template <int kAcc>
+FC_DEVICE void thread_row_max(const float* s, float (&row_max)[2]) {
+  static_assert(kAcc >= 4, "each thread holds at least two scores of each of its two rows");
+  row_max[0] = fmaxf(s[0], s[1]);  // acc 0, 1: row 0; 2, 3: row 1
+  row_max[1] = fmaxf(s[2], s[3]);
+#pragma unroll
+  for (int i = 4; i < kAcc; ++i) row_max[acc_row(i)] = fmaxf(row_max[acc_row(i)], s[i]);
+}
+
+// s <- exp2(s * scale_log2 - max_log2 of its row), each added to its row's `sums` (this thread's part).
+template <int kAcc>
+FC_DEVICE void exp2_rows(float* s, float scale_log2, const float (&max_log2)[2], float (&sums)[2]) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
+    sums[acc_row(i)] += s[i];
+  }
+}
+
 struct OnlineSoftmax {
   // Before a row's first visible key its running max is this finite stand-in for -inf: the
   // threshold test stays false for an all-invisible block (-inf), exp2(dot * scale_log2 - max) of an
@@ -65,8 +85,8 @@ struct OnlineSoftmax {
   // of the first move is exp2(kNoKeyYet - max) = 0. So no per-block test for "no key yet".
   static constexpr float kNoKeyYet = -FLT_MAX;
   // 2^attn::kRescaleThresholdLog2: the largest p a block may leave without moving the max.
-  static constexpr float kRescaleThresholdP = 16.0f;
-  static_assert(attn::kRescaleThresholdLog2 == 4.0f, "kRescaleThresholdP is 2^kRescaleThresholdLog2");
+  static_assert(attn::kRescaleThresholdLog2 == float(int(attn::kRescaleThresholdLog2)), "a whole power of two");
+  static constexpr float kRescaleThresholdP = float(1 << int(attn::kRescaleThresholdLog2));
   float max_log2[2];  // running (possibly stale, see above) max of each row's visible dot * scale_log2
   float row_sum[2];   // this thread's partial sum of exp2(dot * scale_log2 - max_log2)
 
@@ -83,10 +103,8 @@ struct OnlineSoftmax {
   // one multiply per row for it.
   template <int kAcc>
   FC_DEVICE void update(float* s, float scale_log2, float (&o_factor)[2]) {
-    static_assert(kAcc >= 4, "each thread holds at least two scores of each of its two rows");
-    float block_max[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};  // acc 0, 1: row 0; 2, 3: row 1
-#pragma unroll
-    for (int i = 4; i < kAcc; ++i) block_max[acc_row(i)] = fmaxf(block_max[acc_row(i)], s[i]);
+    float block_max[2];
+    thread_row_max<kAcc>(s, block_max);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float block_log2 = attn::quad_max(block_max[r]) * scale_log2;  // -inf: nothing visible
@@ -95,11 +113,7 @@ struct OnlineSoftmax {
       if (moved) max_log2[r] = block_log2;
       row_sum[r] *= o_factor[r];
     }
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
-      row_sum[acc_row(i)] += s[i];
-    }
+    exp2_rows<kAcc>(s, scale_log2, max_log2, row_sum);
   }
 
   // ---- The stale-max fast path (Consumer::overlap_step; tile_config.hpp, kStaleMaxSoftmax) ----------
@@ -127,11 +141,7 @@ struct OnlineSoftmax {
   template <int kAcc>
   FC_DEVICE bool exp_against_running_max(float* s, float scale_log2, float (&block_sum)[2]) const {
     block_sum[0] = block_sum[1] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -max_log2[acc_row(i)]));
-      block_sum[acc_row(i)] += s[i];
-    }
+    exp2_rows<kAcc>(s, scale_log2, max_log2, block_sum);
     return block_sum[0] <= kStaleSumLimit && block_sum[1] <= kStaleSumLimit;  // false for NaN
   }
 
@@ -145,9 +155,8 @@ struct OnlineSoftmax {
   // `o_factor` holds what O's rows must be multiplied by.
   template <int kAcc>
   FC_DEVICE bool settle_by_power_of_two(float* s, const float (&block_sum)[2], float (&o_factor)[2]) {
-    float p_max[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
-#pragma unroll
-    for (int i = 4; i < kAcc; ++i) p_max[acc_row(i)] = fmaxf(p_max[acc_row(i)], s[i]);
+    float p_max[2];
+    thread_row_max<kAcc>(s, p_max);
     p_max[0] = attn::quad_max(p_max[0]);
     p_max[1] = attn::quad_max(p_max[1]);
     // !(x <= limit): +inf, and NaN (fmaxf drops NaN unless every p of the row is NaN).

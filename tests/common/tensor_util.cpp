@@ -189,7 +189,8 @@ HostProblem make_problem(const TestCase& tc) {
     for (int64_t b = 0; b < p.batch; ++b) {
       const int64_t keys = varlen ? pr.cu_seqlens_k[size_t(b + 1)] - pr.cu_seqlens_k[size_t(b)] : k_tokens;
       if (position < 0 || position >= keys) continue;
-      const int64_t row = varlen ? pr.cu_seqlens_k[size_t(b)] * ks.seq + position * ks.seq : b * ks.batch + position * ks.seq;
+      const int64_t token = (varlen ? pr.cu_seqlens_k[size_t(b)] : 0) + position;  // varlen: packed
+      const int64_t row = (varlen ? 0 : b * ks.batch) + token * ks.seq;
       for (int h = 0; h < p.heads_kv; ++h)
         for (int d = 0; d < p.head_dim_qk; ++d) {
           const int64_t index = row + h * ks.head + d;
