@@ -1,17 +1,19 @@
-# Kernel-path sources, architecture flags and instantiation pruning.
+# Kernel-path sources, architecture flags, and the kernels of cmake/KernelList.cmake.
 #
-# Each kernel path lives in src/<path>/ with its shared code (*.cu, *.cpp) and one translation unit
-# per (head dims, dtype) under src/<path>/instantiations/, named  <anything>_d<QK>_<V>_<dtype>.cu
-# (for example fwd_d128_128_bf16.cu). Only the units whose QK and V head dims are both in
-# FLASHCORE_HEAD_DIMS and whose dtype is in FLASHCORE_DTYPES are compiled; each compiled unit also
-# defines FLASHCORE_HAS_<PATH>_D<QK>_<V>_<DTYPE>=1 so dispatch knows exactly what this build holds.
+# Each kernel path lives in src/<path>/ (common/ and one folder per operation). The kernel list
+# declares each (path, operation, head dims, dtype); for every declared kernel that
+# FLASHCORE_HEAD_DIMS and FLASHCORE_DTYPES keep, this file generates one translation unit
+# (<binary dir>/generated/kernels/<path>_<op>_d<QK>_<V>_<dtype>.cu), and for each (path, operation)
+# a list <binary dir>/generated/kernels/<path>_<op>_kernels.inc of every declared kernel as
+#   FLASHCORE_KERNEL(<head dim QK>, <head dim V>, <DType enumerator>, <element type>, <built: 0/1>)
+# that the path's launch.cu turns into its built-kernel table, its supports() messages and its
+# shared-memory estimate (src/api/built_kernels.hpp).
 
 # Sets -gencode flags on CUDA source files for the listed archs (80, 86, 89, 90a, ...).
 function(flashcore_set_cuda_arch_flags)
-  set(files ${ARGV})
   set(archs)
   set(srcs)
-  foreach(item ${files})
+  foreach(item ${ARGV})
     if(item MATCHES "^[0-9]+a?$")
       list(APPEND archs ${item})
     else()
@@ -29,68 +31,110 @@ function(flashcore_set_cuda_arch_flags)
   set_source_files_properties(${srcs} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTIES COMPILE_OPTIONS "${flags}")
 endfunction()
 
-# Collects the selected instantiation units of one path and the definitions that announce them.
-function(flashcore_select_instantiations path out_sources out_defs)
-  file(GLOB units CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${path}/instantiations/*.cu)
-  string(TOUPPER ${path} PATH_UPPER)
-  set(selected)
-  set(defs)
-  foreach(unit ${units})
-    get_filename_component(name ${unit} NAME_WE)
-    if(NOT name MATCHES "_d([0-9]+)_([0-9]+)_(fp16|bf16|fp32)$")
-      message(FATAL_ERROR "instantiation unit ${unit} does not follow <name>_d<QK>_<V>_<dtype>.cu")
+# cmake/KernelList.cmake's entries: flashcore_kernel(<path> <operation> <dqk> <dv> <dtype>...).
+set_property(GLOBAL PROPERTY FLASHCORE_KERNEL_LIST "")
+function(flashcore_kernel path op dqk dv)
+  if(NOT ARGN)
+    message(FATAL_ERROR "flashcore_kernel(${path} ${op} ${dqk} ${dv}): no dtype")
+  endif()
+  foreach(dt ${ARGN})
+    if(NOT dt MATCHES "^(fp16|bf16|fp32)$")
+      message(FATAL_ERROR "flashcore_kernel(${path} ${op} ${dqk} ${dv}): unknown dtype ${dt}")
     endif()
-    set(dqk ${CMAKE_MATCH_1})
-    set(dv ${CMAKE_MATCH_2})
-    set(dt ${CMAKE_MATCH_3})
-    if(dqk IN_LIST FLASHCORE_HEAD_DIMS AND dv IN_LIST FLASHCORE_HEAD_DIMS AND dt IN_LIST FLASHCORE_DTYPES)
-      list(APPEND selected ${unit})
-      string(TOUPPER ${dt} DT_UPPER)
-      list(APPEND defs FLASHCORE_HAS_${PATH_UPPER}_D${dqk}_${dv}_${DT_UPPER}=1)
-    endif()
+    set_property(GLOBAL APPEND PROPERTY FLASHCORE_KERNEL_LIST "${path}:${op}:${dqk}:${dv}:${dt}")
   endforeach()
-  list(REMOVE_DUPLICATES defs)
-  set(${out_sources} ${selected} PARENT_SCOPE)
-  set(${out_defs} ${defs} PARENT_SCOPE)
+endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/KernelList.cmake)
+
+# Generates the units and the list of one (path, operation); returns the units to compile.
+# path_built: false when the path is pruned (its list is still generated: every kernel unbuilt).
+function(flashcore_generate_kernels path op include_header instantiate_macro path_built out_units)
+  get_property(entries GLOBAL PROPERTY FLASHCORE_KERNEL_LIST)
+  set(gen_dir ${PROJECT_BINARY_DIR}/generated/kernels)
+  set(list_text "// Generated from cmake/KernelList.cmake by cmake/FlashcoreKernels.cmake: do not edit.\n")
+  string(APPEND list_text "// FLASHCORE_KERNEL(head dim QK, head dim V, DType enumerator, element type, built: 0/1)\n")
+  set(units)
+  foreach(entry ${entries})
+    string(REPLACE ":" ";" fields ${entry})
+    list(GET fields 0 e_path)
+    list(GET fields 1 e_op)
+    if(NOT e_path STREQUAL path OR NOT e_op STREQUAL op)
+      continue()
+    endif()
+    list(GET fields 2 dqk)
+    list(GET fields 3 dv)
+    list(GET fields 4 dt)
+    if(dt STREQUAL "fp16")
+      set(enumerator kFloat16)
+      set(element __half)
+    elseif(dt STREQUAL "bf16")
+      set(enumerator kBFloat16)
+      set(element __nv_bfloat16)
+    else()
+      set(enumerator kFloat32)
+      set(element float)
+    endif()
+    set(built 0)
+    if(path_built AND dqk IN_LIST FLASHCORE_HEAD_DIMS AND dv IN_LIST FLASHCORE_HEAD_DIMS AND dt IN_LIST FLASHCORE_DTYPES)
+      set(built 1)
+      set(unit ${gen_dir}/${path}_${op}_d${dqk}_${dv}_${dt}.cu)
+      file(CONFIGURE OUTPUT ${unit} CONTENT
+"// Generated from cmake/KernelList.cmake: ${path} ${op}, head dims ${dqk}/${dv}, ${dt}.
+#include \"${include_header}\"
+
+${instantiate_macro}(${dqk}, ${dv}, ${element})
+")
+      list(APPEND units ${unit})
+    endif()
+    string(APPEND list_text "FLASHCORE_KERNEL(${dqk}, ${dv}, ${enumerator}, ${element}, ${built})\n")
+  endforeach()
+  file(CONFIGURE OUTPUT ${gen_dir}/${path}_${op}_kernels.inc CONTENT "${list_text}")
+  list(LENGTH units n)
+  message(STATUS "flashcore: ${path} ${op}: ${n} kernel units")
+  set(${out_units} ${units} PARENT_SCOPE)
 endfunction()
 
 # Adds each kernel path (or its "not built" stub) to the target.
 function(flashcore_add_kernel_paths target)
-  set(generic_archs)
-  foreach(arch ${FLASHCORE_CUDA_ARCHS})
-    list(APPEND generic_archs ${arch})
-  endforeach()
+  set(src ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${target} PRIVATE ${PROJECT_BINARY_DIR}/generated)
+  if(FLASHCORE_BUILD_TUNING_KERNELS)
+    target_compile_definitions(${target} PRIVATE FLASHCORE_TUNING_KERNELS=1)
+  endif()
 
   # ---- sm80: mma.sync path; runs on every arch >= 80, so it is built for all of them ------------
-  if(FLASHCORE_BUILD_SM80 AND EXISTS ${CMAKE_SOURCE_DIR}/src/sm80/launch.cu)
-    file(GLOB sm80_common CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sm80/*.cu ${CMAKE_SOURCE_DIR}/src/sm80/*.cpp)
-    flashcore_select_instantiations(sm80 sm80_units sm80_defs)
-    target_sources(${target} PRIVATE ${sm80_common} ${sm80_units})
-    flashcore_set_cuda_arch_flags(${sm80_common} ${sm80_units} ${generic_archs})
-    target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM80=1 ${sm80_defs})
-    message(STATUS "flashcore: sm80 path with ${sm80_defs}")
+  set(sm80_built ${FLASHCORE_BUILD_SM80})
+  flashcore_generate_kernels(sm80 fwd "sm80/fwd/kernel.cuh" FLASHCORE_SM80_FWD_INSTANTIATE ${sm80_built} sm80_units)
+  if(sm80_built)
+    set(sm80_sources ${src}/sm80/fwd/launch.cu)
+    target_sources(${target} PRIVATE ${sm80_sources} ${sm80_units})
+    flashcore_set_cuda_arch_flags(${sm80_sources} ${sm80_units} ${FLASHCORE_CUDA_ARCHS})
+    target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM80=1)
   else()
-    target_sources(${target} PRIVATE ${CMAKE_SOURCE_DIR}/src/api/stubs/sm80_stub.cpp)
+    target_sources(${target} PRIVATE ${src}/api/stubs/sm80_stub.cpp)
     message(STATUS "flashcore: sm80 path not built")
   endif()
 
   # ---- sm90: wgmma/TMA path; only meaningful for sm_90a ------------------------------------------
-  if(FLASHCORE_BUILD_SM90 AND "90a" IN_LIST FLASHCORE_CUDA_ARCHS AND EXISTS ${CMAKE_SOURCE_DIR}/src/sm90/launch.cu)
-    file(GLOB sm90_common CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sm90/*.cu ${CMAKE_SOURCE_DIR}/src/sm90/*.cpp)
-    flashcore_select_instantiations(sm90 sm90_units sm90_defs)
-    target_sources(${target} PRIVATE ${sm90_common} ${sm90_units})
-    flashcore_set_cuda_arch_flags(${sm90_common} ${sm90_units} 90a)
-    target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM90=1 ${sm90_defs})
-    message(STATUS "flashcore: sm90 path with ${sm90_defs}")
+  # The forward plan (host-only, pure) is always built: the CPU tests check it in every build.
+  target_sources(${target} PRIVATE ${src}/sm90/fwd/plan.cpp)
+  set(sm90_built OFF)
+  if(FLASHCORE_BUILD_SM90 AND "90a" IN_LIST FLASHCORE_CUDA_ARCHS)
+    set(sm90_built ON)
+  endif()
+  flashcore_generate_kernels(sm90 fwd "sm90/fwd/launch_kernel.cuh" FLASHCORE_SM90_FWD_INSTANTIATE ${sm90_built} sm90_units)
+  if(sm90_built)
+    set(sm90_sources ${src}/sm90/common/tensor_map.cu ${src}/sm90/fwd/launch.cu)
+    target_sources(${target} PRIVATE ${sm90_sources} ${sm90_units})
+    flashcore_set_cuda_arch_flags(${sm90_sources} ${sm90_units} 90a)
+    target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM90=1)
   else()
-    target_sources(${target} PRIVATE ${CMAKE_SOURCE_DIR}/src/api/stubs/sm90_stub.cpp)
+    target_sources(${target} PRIVATE ${src}/api/stubs/sm90_stub.cpp)
     message(STATUS "flashcore: sm90 path not built")
   endif()
 
   # ---- standalone softmax ladder -------------------------------------------------------------------
-  if(EXISTS ${CMAKE_SOURCE_DIR}/src/softmax/CMakeSources.cmake)
-    include(${CMAKE_SOURCE_DIR}/src/softmax/CMakeSources.cmake)
-  endif()
+  include(${src}/softmax/CMakeSources.cmake)
 
   string(REPLACE ";" "," archs_csv "${FLASHCORE_CUDA_ARCHS}")
   string(REPLACE ";" "," dims_csv "${FLASHCORE_HEAD_DIMS}")

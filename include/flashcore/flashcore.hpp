@@ -67,6 +67,22 @@ const char* kernel_path_name(KernelPath path);
 // "No limit" for window_left / window_right.
 inline constexpr int kWindowInfinite = -1;
 
+// Overrides of the sm90 forward plan's choices (src/sm90/fwd/plan.hpp), for tests and tuning
+// (flashcore-bench --override). Each default leaves the plan's own rule; a forced choice that the
+// call or this build cannot take is an Unsupported error. Other paths ignore them.
+struct ForwardOverrides {
+  int schedule = -1;         // 0: the serial schedule (a tuning kernel), 1: overlap
+  int block_n = 0;           // the tile table's kBlockN, or its kAltBlockN (a tuning kernel)
+  int always_rescale = -1;   // 0: rescale O only when a row's max moved, 1: after every KV block
+  int cluster = -1;          // 0: never the cluster kernel, 1: whenever the call allows it
+  int long_tiles = -1;       // 0: never the long tile shape, 1: whenever the call allows it
+  int short_tiles = -1;      // 0: never the short tile shape, 1: for every masked call
+  int pair_tiles = -1;       // 0: never pair uneven tiles, 1: always pair them
+  int heads_per_group = 0;   // > 0: that many (batch, head)s per scheduler group
+  int stream_k = -1;         // 0: never a stream-K tail, 1: whenever the last wave is partial
+  int max_grid_units = 0;    // > 0: at most this many CTAs (clusters) in the persistent grid
+};
+
 // Layout (flash-attn's):  q [B, Sq, Hq, Dqk]   k [B, Sk, Hkv, Dqk]   v [B, Sk, Hkv, Dv]
 //                         o [B, Sq, Hq, Dv]    lse [B, Hq, Sq] float32
 // Strides are in elements; the last dimension of q, k, v, o must be contiguous (stride 1).
@@ -126,6 +142,7 @@ struct AttentionParams {
   // ---- dispatch ------------------------------------------------------------------------------
   KernelPath path = KernelPath::kAuto;
   int num_splits = 0;  // reserved (split-KV); 0 = heuristic
+  const ForwardOverrides* overrides = nullptr;  // tests and tuning only (ForwardOverrides)
 
   FLASHCORE_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr; }
   // Effective scale (resolves the 0 = default convention).

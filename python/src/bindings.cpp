@@ -68,15 +68,24 @@ bool parse_params(PyObject* args, PyObject* kwargs, const AttentionParams** para
   return true;
 }
 
+// set_forward_overrides(overrides or None): the sm90 plan overrides (flashcore::ForwardOverrides)
+// every later forward() / forward_dense() call of this process gets, until reset with None. For
+// tests and tuning runs only; nothing reads them from the environment.
+flashcore::ForwardOverrides g_overrides;
+bool g_has_overrides = false;
+const flashcore::ForwardOverrides* active_overrides() { return g_has_overrides ? &g_overrides : nullptr; }
+
 // forward(params, stream=0): flashcore::attention_forward. The GIL is released while it runs: the
 // CPU reference can take a while, and validation may copy cu_seqlens from the device.
 PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
   const AttentionParams* params = nullptr;
   cudaStream_t stream = nullptr;
   if (!parse_params(args, kwargs, &params, &stream, true)) return nullptr;
+  AttentionParams call = *params;
+  call.overrides = active_overrides();
   Status status;
   Py_BEGIN_ALLOW_THREADS
-  status = flashcore::attention_forward(*params, stream);
+  status = flashcore::attention_forward(call, stream);
   Py_END_ALLOW_THREADS
   if (!status.ok()) return set_error(status);
   Py_RETURN_NONE;
@@ -139,6 +148,7 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     }
   }
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(address(29));
+  p.overrides = active_overrides();
   Status status;
   Py_BEGIN_ALLOW_THREADS
   status = flashcore::attention_forward(p, stream);
@@ -256,6 +266,29 @@ PYBIND11_MODULE(_C, m) {
       .value("NAIVE_GPU", KernelPath::kNaiveGpu)
       .value("CPU_REFERENCE", KernelPath::kCpuReference);
   m.attr("WINDOW_INFINITE") = flashcore::kWindowInfinite;
+
+  py::class_<flashcore::ForwardOverrides>(m, "ForwardOverrides",
+                                         "flashcore::ForwardOverrides: forced sm90 plan choices (tests, tuning)")
+      .def(py::init<>())
+      .def_readwrite("schedule", &flashcore::ForwardOverrides::schedule)
+      .def_readwrite("block_n", &flashcore::ForwardOverrides::block_n)
+      .def_readwrite("always_rescale", &flashcore::ForwardOverrides::always_rescale)
+      .def_readwrite("cluster", &flashcore::ForwardOverrides::cluster)
+      .def_readwrite("long_tiles", &flashcore::ForwardOverrides::long_tiles)
+      .def_readwrite("short_tiles", &flashcore::ForwardOverrides::short_tiles)
+      .def_readwrite("pair_tiles", &flashcore::ForwardOverrides::pair_tiles)
+      .def_readwrite("heads_per_group", &flashcore::ForwardOverrides::heads_per_group)
+      .def_readwrite("stream_k", &flashcore::ForwardOverrides::stream_k)
+      .def_readwrite("max_grid_units", &flashcore::ForwardOverrides::max_grid_units);
+  m.def(
+      "set_forward_overrides",
+      [](const flashcore::ForwardOverrides* overrides) {
+        g_has_overrides = overrides != nullptr;
+        if (overrides != nullptr) g_overrides = *overrides;
+      },
+      py::arg("overrides").none(true),
+      "Forced sm90 plan choices for every later forward call of this process (None: the plan's own rules). "
+      "Tests and tuning only.");
 
   py::class_<AttentionParams> params(m, "AttentionParams",
                                      "flashcore::AttentionParams; pointers are ints (0 = null)");

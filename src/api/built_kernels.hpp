@@ -1,12 +1,21 @@
-// A fast path's table of the (Dqk, Dv, dtype) kernels this build compiled. Each path lists its
-// instantiation units under the CMake FLASHCORE_HAS_<PATH>_D<QK>_<V>_<DTYPE> guards, ending with a
-// {0, 0, ..., nullptr} marker so a pruned table is never empty; supports() and run() look up here.
+// A fast path's table of the (Dqk, Dv, dtype) kernels this build compiled, made from the kernel
+// list (cmake/KernelList.cmake) that the build generates as <path>_<op>_kernels.inc:
+//   FLASHCORE_KERNEL(<head dim QK>, <head dim V>, <DType enumerator>, <element type>, <built: 0/1>)
+// per declared kernel. A path defines FLASHCORE_KERNEL before including the list, e.g. with
+// FLASHCORE_BUILT_ENTRY below for its table of built kernels, which ends with a {0, 0, ..., nullptr}
+// marker so a pruned table is never empty; supports() and run() look up here.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
 #include "flashcore/flashcore.hpp"
+
+// FLASHCORE_BUILT_ENTRY(built, launch-function expression, dqk, dv, DType enumerator): a table row
+// {dqk, dv, dtype, launch} for a built kernel, nothing for one that this build pruned.
+#define FLASHCORE_BUILT_ENTRY(BUILT, LAUNCH, DQK, DV, DTYPE) FLASHCORE_BUILT_ENTRY_##BUILT(LAUNCH, DQK, DV, DTYPE)
+#define FLASHCORE_BUILT_ENTRY_1(LAUNCH, DQK, DV, DTYPE) {DQK, DV, ::flashcore::DType::DTYPE, LAUNCH},
+#define FLASHCORE_BUILT_ENTRY_0(LAUNCH, DQK, DV, DTYPE)
 
 namespace flashcore::detail {
 
@@ -29,6 +38,13 @@ const BuiltKernel<LaunchFn>* find_built_kernel(const BuiltKernel<LaunchFn> (&tab
   return nullptr;
 }
 
+// A kernel the list declares for a path, built or not: what the path can run in some build.
+struct DeclaredKernel {
+  int head_dim_qk;
+  int head_dim_v;
+  DType dtype;
+};
+
 // "64/64 fp16, 128/128 bf16, ..." or "none", for supports()' messages.
 template <typename LaunchFn, size_t N>
 std::string built_kernels_list(const BuiltKernel<LaunchFn> (&table)[N]) {
@@ -39,6 +55,26 @@ std::string built_kernels_list(const BuiltKernel<LaunchFn> (&table)[N]) {
     out += std::to_string(k.head_dim_qk) + "/" + std::to_string(k.head_dim_v) + " " + dtype_name(k.dtype);
   }
   return out.empty() ? "none" : out;
+}
+
+}  // namespace flashcore::detail
+
+namespace flashcore::detail {
+
+// "64/64, 96/96, ..." (each head-dim pair once), for supports()' messages.
+template <size_t N>
+std::string declared_pairs_list(const DeclaredKernel (&list)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) {
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j) {
+      seen = seen || (list[j].head_dim_qk == list[i].head_dim_qk && list[j].head_dim_v == list[i].head_dim_v);
+    }
+    if (seen) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(list[i].head_dim_qk) + "/" + std::to_string(list[i].head_dim_v);
+  }
+  return out;
 }
 
 }  // namespace flashcore::detail

@@ -102,6 +102,7 @@ PathCheck check_path(const TestCase& test_case, KernelPath path) {
   check.lse_tolerance = 1e-3 * std::max(1.0, double(test_case.input_scale) * test_case.input_scale);
 
   DeviceProblem device(host);
+  device.params.overrides = &test_case.overrides;
   check.status = device.run(path);
   if (!check.status.ok()) return check;
   std::vector<uint8_t> o;

@@ -51,6 +51,7 @@ struct TestCase {
   std::vector<std::pair<int, float>> key_gain;
   uint64_t seed = 1;
   Layout layout = Layout::kBSHD;
+  ForwardOverrides overrides;  // the sm90 plan's overrides (tests of forced kernels and schedules)
 
   bool is_varlen() const { return !varlen_q.empty(); }
   // A readable one-line summary for failure messages.

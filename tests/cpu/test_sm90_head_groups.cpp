@@ -2,11 +2,11 @@
 // budget and the two-wave rule for causal / windowed launches; the clamps.
 #include <gtest/gtest.h>
 
-#include "sm90/head_groups.hpp"
+#include "attention/head_groups.hpp"
 
 namespace {
 
-using flashcore::sm90::heads_per_group;
+using flashcore::attn::heads_per_group;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kBudget = 24 * kMiB;
 

@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "sm90/stream_k.hpp"
+#include "attention/stream_k.hpp"
 
 namespace {
 
-using flashcore::sm90::plan_stream_k_tail;
-using flashcore::sm90::StreamKItem;
-using flashcore::sm90::StreamKTail;
-using flashcore::sm90::TileRole;
+using flashcore::attn::plan_stream_k_tail;
+using flashcore::attn::StreamKItem;
+using flashcore::attn::StreamKTail;
+using flashcore::attn::TileRole;
 
 TEST(Sm90StreamK, EveryBlockExactlyOnceAndSplitsPairUp) {
   for (const int grid : {1, 2, 3, 5, 7, 66, 132}) {
@@ -40,12 +40,12 @@ TEST(Sm90StreamK, EveryBlockExactlyOnceAndSplitsPairUp) {
         std::vector<int> written(units, -1), merged(units, -1);
         for (int c = 0; c < grid; ++c) {
           const int n = tail.items(c);
-          ASSERT_LE(n, flashcore::sm90::kMaxStreamKItems) << where << " cta " << c;
+          ASSERT_LE(n, flashcore::attn::kMaxStreamKItems) << where << " cta " << c;
           if (tail.active()) {
             EXPECT_GE(tail.share_begin(c + 1) - tail.share_begin(c), nb) << where << " cta " << c;
           }
           // What the kernel shell writes to shared memory: the same items, as KV block ranges.
-          flashcore::sm90::StreamKList list;
+          flashcore::attn::StreamKList list;
           list.fill(tail, c);
           ASSERT_EQ(list.count, n) << where;
           for (int k = 0; k < n; ++k) {

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "attention/mask.hpp"
-#include "sm90/head_groups.hpp"
-#include "sm90/tile_config.hpp"
-#include "sm90/tile_order.hpp"
+#include "attention/head_groups.hpp"
+#include "sm90/fwd/tile_config.hpp"
+#include "attention/tile_order.hpp"
 
 namespace {
 
-using flashcore::sm90::TileOrder;
-using flashcore::sm90::TileSlot;
+using flashcore::attn::TileOrder;
+using flashcore::attn::TileSlot;
 
 // Visits the order as the kernel does: wave w gives CTA c unit w*grid + (w odd ? grid-1-c : c),
 // and a CTA runs every tile of its unit.
@@ -110,7 +110,7 @@ Launch causal_launch(int batch, int heads, int seqlen, int block_m, int kv_dims)
   l.m_units = (seqlen + block_m - 1) / block_m;
   l.total_heads = batch * heads;
   l.grid = std::min(kSms, l.m_units * l.total_heads);
-  l.group = flashcore::sm90::heads_per_group(double(seqlen) * kv_dims * 2, flashcore::sm90::kL2GroupBytes, l.m_units,
+  l.group = flashcore::attn::heads_per_group(double(seqlen) * kv_dims * 2, flashcore::sm90::kL2GroupBytes, l.m_units,
                                              l.grid, l.total_heads, true);
   return l;
 }
@@ -122,7 +122,7 @@ void expect_balanced(int batch, int heads, int seqlen) {
   using C = flashcore::sm90::TileConfig<kDqk, kDv, kShape>;
   const int block_m = 64 * C::kConsumerWarpgroups;
   const Launch l = causal_launch(batch, heads, seqlen, block_m, kDqk + kDv);
-  const bool paired = !flashcore::sm90::groups_fill_waves(l.m_units, l.group, l.grid);
+  const bool paired = !flashcore::attn::groups_fill_waves(l.m_units, l.group, l.grid);
   const double longest = l.balance(seqlen, block_m, C::kBlockN, false);
   const double pairs = l.balance(seqlen, block_m, C::kBlockN, true);
   const std::string where = "d" + std::to_string(kDqk) + "/" + std::to_string(kDv) + " B=" + std::to_string(batch) +
@@ -149,7 +149,7 @@ TEST(Sm90TileOrder, CausalStandardShapesAreBalanced) {
 }
 
 TEST(Sm90TileOrder, PairsWhereGroupsCutWaves) {
-  using flashcore::sm90::groups_fill_waves;
+  using flashcore::attn::groups_fill_waves;
   // d64 causal S=8k (B=2, H=32, kBlockM 192): 12-head groups of 43 tiles are 3.9 waves, so every
   // group after the first starts mid-wave with its longest tiles: pairs.
   const Launch d64_8k = causal_launch(2, 32, 8192, 192, 128);

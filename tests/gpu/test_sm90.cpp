@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +23,7 @@
 #include "common/gpu_check.hpp"
 #include "flashcore/flashcore.hpp"
 #include "reference/cpu_reference.hpp"
-#include "sm90/tile_config.hpp"
+#include "sm90/fwd/tile_config.hpp"
 
 namespace flashcore {
 namespace {
@@ -40,16 +41,17 @@ struct Case {
   float input_scale = 1.0f;
   std::vector<std::pair<int, float>> key_gain;  // testing::TestCase::key_gain
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
-  const char* schedule = "";   // FLASHCORE_SM90_SCHEDULE value ("" = the tile config's)
-  int block_n = 0;             // FLASHCORE_SM90_BLOCK_N value (0 = the tile config's kBlockN)
-  const char* rescale = "";    // FLASHCORE_SM90_RESCALE value ("" = the tile config's choice)
-  const char* cluster = "";    // FLASHCORE_SM90_CLUSTER value ("" = the cluster kernel where it pays)
-  const char* long_tiles = ""; // FLASHCORE_SM90_LONG_TILES value ("" = the long tile shape where it pays)
-  const char* short_tiles = "";// FLASHCORE_SM90_SHORT_TILES value ("" = the short tile shape where it pays)
-  const char* tile_order = ""; // FLASHCORE_SM90_TILE_ORDER value ("" = the launcher's choice)
-  int heads_per_group = 0;     // FLASHCORE_SM90_HEADS_PER_GROUP value (0 = the L2 rule)
-  const char* stream_k = "";   // FLASHCORE_SM90_STREAM_K value ("" = the stream-K tail where it pays)
-  int grid = 0;                // FLASHCORE_SM90_GRID value (0 = as many CTAs as fit the device)
+  // Plan overrides (ForwardOverrides), "" / 0 = the plan's own rule:
+  const char* schedule = "";   // "serial" | "overlap"
+  int block_n = 0;             // the tile config's kBlockN or kAltBlockN
+  const char* rescale = "";    // "vote" | "always"
+  const char* cluster = "";    // "off" | "on": the cluster kernel never / whenever the call allows it
+  const char* long_tiles = ""; // "off" | "on": the long tile shape
+  const char* short_tiles = "";// "off" | "on": the short tile shape
+  const char* tile_order = ""; // "longest" | "paired"
+  int heads_per_group = 0;     // > 0: heads per scheduler group
+  const char* stream_k = "";   // "off" | "on": the stream-K tail
+  int grid = 0;                // > 0: at most this many CTAs (clusters) in the persistent grid
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   std::string name() const {
@@ -170,33 +172,32 @@ void run_case(const Case& c) {
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
 
-  if (*c.schedule) setenv("FLASHCORE_SM90_SCHEDULE", c.schedule, 1);
-  if (c.block_n > 0) setenv("FLASHCORE_SM90_BLOCK_N", std::to_string(c.block_n).c_str(), 1);
-  if (*c.rescale) setenv("FLASHCORE_SM90_RESCALE", c.rescale, 1);
-  if (*c.cluster) setenv("FLASHCORE_SM90_CLUSTER", c.cluster, 1);
-  if (*c.long_tiles) setenv("FLASHCORE_SM90_LONG_TILES", c.long_tiles, 1);
-  if (*c.short_tiles) setenv("FLASHCORE_SM90_SHORT_TILES", c.short_tiles, 1);
-  if (*c.tile_order) setenv("FLASHCORE_SM90_TILE_ORDER", c.tile_order, 1);
-  if (c.heads_per_group > 0) setenv("FLASHCORE_SM90_HEADS_PER_GROUP", std::to_string(c.heads_per_group).c_str(), 1);
-  if (*c.stream_k) setenv("FLASHCORE_SM90_STREAM_K", c.stream_k, 1);
-  if (c.grid > 0) setenv("FLASHCORE_SM90_GRID", std::to_string(c.grid).c_str(), 1);
+  // "" leaves the plan's choice; word0 / word1 force 0 / 1.
+  auto choice = [](const char* value, const char* word0, const char* word1) {
+    return std::strcmp(value, word0) == 0 ? 0 : std::strcmp(value, word1) == 0 ? 1 : -1;
+  };
+  ForwardOverrides& o = tc.overrides;
+  o.schedule = choice(c.schedule, "serial", "overlap");
+  o.block_n = c.block_n;
+  o.always_rescale = choice(c.rescale, "vote", "always");
+  o.cluster = choice(c.cluster, "off", "on");
+  o.long_tiles = choice(c.long_tiles, "off", "on");
+  o.short_tiles = choice(c.short_tiles, "off", "on");
+  o.pair_tiles = choice(c.tile_order, "longest", "paired");
+  o.heads_per_group = c.heads_per_group;
+  o.stream_k = choice(c.stream_k, "off", "on");
+  o.max_grid_units = c.grid;
   const testing::PathCheck check = testing::check_path(tc, KernelPath::kSm90);
-  unsetenv("FLASHCORE_SM90_SCHEDULE");
-  unsetenv("FLASHCORE_SM90_BLOCK_N");
-  unsetenv("FLASHCORE_SM90_RESCALE");
-  unsetenv("FLASHCORE_SM90_CLUSTER");
-  unsetenv("FLASHCORE_SM90_LONG_TILES");
-  unsetenv("FLASHCORE_SM90_SHORT_TILES");
-  unsetenv("FLASHCORE_SM90_TILE_ORDER");
-  unsetenv("FLASHCORE_SM90_HEADS_PER_GROUP");
-  unsetenv("FLASHCORE_SM90_STREAM_K");
-  unsetenv("FLASHCORE_SM90_GRID");
+  if (check.status.code == StatusCode::kUnsupported &&
+      check.status.message.find("FLASHCORE_BUILD_TUNING_KERNELS") != std::string::npos) {
+    GTEST_SKIP() << "tuning kernel not in this build: " << check.status.message;
+  }
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
   std::printf("[sm90] %-60s rel %.3e (naive %.3e) max %.3e (naive %.3e)\n", c.name().c_str(),
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);
 }
 
-// The sm90 tile config's kAltBlockN for the built pair with Dqk = d (the FLASHCORE_SM90_BLOCK_N value
+// The sm90 tile config's kAltBlockN for the built pair with Dqk = d (the ForwardOverrides::block_n value
 // that selects it).
 int alt_block_n(int d) {
   switch (d) {

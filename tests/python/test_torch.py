@@ -247,6 +247,21 @@ def test_torch_compile_fullgraph_has_no_graph_break():
         torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
+@pytest.fixture
+def forward_overrides():
+    """Sets flashcore's sm90 plan overrides (flashcore._C.ForwardOverrides fields) for one test."""
+    from flashcore import _C
+
+    def set_overrides(**fields):
+        o = _C.ForwardOverrides()
+        for name, value in fields.items():
+            setattr(o, name, value)
+        _C.set_forward_overrides(o)
+
+    yield set_overrides
+    _C.set_forward_overrides(None)
+
+
 def capture_and_replay(step, inputs, scale=1.0, seed=7):
     """Captures step() in a CUDA graph (after a warm-up outside the capture), refills `inputs` with
     new random values, replays, and returns (the graph's outputs, an eager step() on the new inputs)."""
@@ -282,12 +297,11 @@ def test_cuda_graph_capture_and_replay_dense_and_varlen():
 
 
 @requires_cuda
-def test_cuda_graph_capture_and_replay_stream_k_tail(monkeypatch):
+def test_cuda_graph_capture_and_replay_stream_k_tail(forward_overrides):
     # sm90: the persistent grid capped to 5 CTAs and the stream-K tail forced on, so this dense call
     # (3 query blocks x 4 heads = 12 tiles) splits tiles between CTAs; the launch workspace (flags,
-    # fp32 partials) is then allocated inside the capture. Other paths ignore both variables.
-    monkeypatch.setenv("FLASHCORE_SM90_GRID", "5")
-    monkeypatch.setenv("FLASHCORE_SM90_STREAM_K", "on")
+    # fp32 partials) is then allocated inside the capture. Other paths ignore both overrides.
+    forward_overrides(max_grid_units=5, stream_k=1)
     q, k, v = make_inputs(1, 300, 700, 4, 4, 128, 128, torch.float16, scale=3.0, seed=5)
 
     def step():

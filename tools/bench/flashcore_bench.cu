@@ -65,6 +65,9 @@ void usage() {
       "    --dqk N --dv N --dim N --dtype fp16|bf16|fp32 --causal [--align br|tl]\n"
       "    --window L,R --softcap C --varlen L1,L2,... (query=key lengths)\n"
       "  --path auto|sm90|sm80|naive|cpu   kernel path (default auto)\n"
+      "  --override KEY=N[,KEY=N...]   force the sm90 plan's choices (A/B runs; flashcore::ForwardOverrides):\n"
+      "    schedule, block_n, always_rescale, cluster, long_tiles, short_tiles, pair_tiles,\n"
+      "    heads_per_group, stream_k, max_grid_units\n"
       "  --iters N (>= 30 recommended; default 30)   --warmup N   --no-check\n"
       "  --json FILE --csv FILE --md FILE\n");
 }
@@ -75,6 +78,30 @@ std::vector<int> parse_int_list(const char* s) {
   std::string item;
   while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
   return out;
+}
+
+// --override: the plan overrides every call of this run gets (make_params).
+flashcore::ForwardOverrides g_overrides;
+
+void parse_overrides(const char* s) {
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const int value = eq == std::string::npos ? 1 : std::atoi(item.c_str() + eq + 1);
+    flashcore::ForwardOverrides& o = g_overrides;
+    int* field = key == "schedule" ? &o.schedule : key == "block_n" ? &o.block_n
+               : key == "always_rescale" ? &o.always_rescale : key == "cluster" ? &o.cluster
+               : key == "long_tiles" ? &o.long_tiles : key == "short_tiles" ? &o.short_tiles
+               : key == "pair_tiles" ? &o.pair_tiles : key == "heads_per_group" ? &o.heads_per_group
+               : key == "stream_k" ? &o.stream_k : key == "max_grid_units" ? &o.max_grid_units : nullptr;
+    if (field == nullptr) {
+      std::fprintf(stderr, "--override: unknown key '%s'\n", key.c_str());
+      std::exit(2);
+    }
+    *field = value;
+  }
 }
 
 KernelPath parse_path(const std::string& s) {
@@ -127,6 +154,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--softcap") { c.softcap = float(std::atof(next())); single(); }
     else if (a == "--varlen") { c.varlen_q = parse_int_list(next()); single(); }
     else if (a == "--path") { path = parse_path(next()); }
+    else if (a == "--override") { parse_overrides(next()); }
     else if (a == "--iters") { o.iters = std::max(1, std::atoi(next())); }
     else if (a == "--warmup") { o.warmup = std::max(0, std::atoi(next())); }
     else if (a == "--no-check") { o.check = false; }
@@ -199,6 +227,7 @@ struct DeviceProblem {
 
 AttentionParams make_params(const fb::BenchConfig& c, const DeviceProblem& dp, int set) {
   AttentionParams p;
+  p.overrides = &g_overrides;
   p.q = dp.q[set]; p.k = dp.k[set]; p.v = dp.v[set]; p.o = dp.o; p.lse = dp.lse;
   p.batch = c.batch; p.seqlen_q = c.seqlen_q; p.seqlen_k = c.seqlen_k;
   p.heads_q = c.heads_q; p.heads_kv = c.heads_kv;

@@ -21,7 +21,7 @@
 
 #include "api/paths.hpp"
 #include "flashcore/flashcore.hpp"
-#include "sm80/kernel.cuh"
+#include "sm80/fwd/kernel.cuh"
 
 namespace {
 

@@ -1,0 +1,28 @@
+# THE kernel list: every compiled kernel instantiation is declared here, once, as
+#   flashcore_kernel(<path> <operation> <head dim QK> <head dim V> <dtype>...)
+# From it the build generates one translation unit per (path, operation, head dims, dtype) and the
+# tables each path's dispatch reads (FlashcoreKernels.cmake): what this build holds, and what the
+# path could hold (its supports() message and shared-memory estimate). A declared pair must have an
+# entry in the path's tuning table (src/sm90/fwd/tile_config.hpp, src/sm80/fwd/tile_config.hpp);
+# the build fails otherwise. FLASHCORE_HEAD_DIMS and FLASHCORE_DTYPES prune what is compiled.
+
+# sm80 forward (mma.sync): fp16/bf16 on m16n8k16, fp32 on 3xTF32 m16n8k8. fp32 d192 / d256 run as
+# two launches of the Dv/2 kernels 192/96 and 256/128 (src/sm80/fwd/launch.cu).
+flashcore_kernel(sm80 fwd 32 32 fp16 bf16 fp32)
+flashcore_kernel(sm80 fwd 64 64 fp16 bf16 fp32)
+flashcore_kernel(sm80 fwd 96 96 fp16 bf16 fp32)
+flashcore_kernel(sm80 fwd 128 128 fp16 bf16 fp32)
+flashcore_kernel(sm80 fwd 192 192 fp16 bf16)
+flashcore_kernel(sm80 fwd 256 256 fp16 bf16)
+flashcore_kernel(sm80 fwd 192 128 fp16 bf16)
+flashcore_kernel(sm80 fwd 128 64 fp16 bf16)
+flashcore_kernel(sm80 fwd 64 128 fp16 bf16)
+flashcore_kernel(sm80 fwd 256 128 fp16 bf16 fp32)
+flashcore_kernel(sm80 fwd 192 96 fp32)
+
+# sm90 forward (wgmma, TMA, warp specialization), 16-bit only.
+flashcore_kernel(sm90 fwd 64 64 fp16 bf16)
+flashcore_kernel(sm90 fwd 96 96 fp16 bf16)
+flashcore_kernel(sm90 fwd 128 128 fp16 bf16)
+flashcore_kernel(sm90 fwd 192 128 fp16 bf16)
+flashcore_kernel(sm90 fwd 256 256 fp16 bf16)

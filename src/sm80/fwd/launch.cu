@@ -1,0 +1,144 @@
+// The sm80 path's entry in the dispatch table: supports() says exactly why a call cannot run here
+// (device, head dims and dtype of this build, architecture, alignment, shared memory), run() picks
+// the instantiation for (Dqk, Dv, dtype): fp16/bf16 on mma.m16n8k16, fp32 on 3xTF32 mma.m16n8k8.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "api/built_kernels.hpp"
+#include "api/paths.hpp"
+#include "sm80/fwd/launch_fwd.hpp"
+#include "sm80/fwd/tile_config.hpp"
+
+namespace flashcore::detail {
+
+namespace {
+
+using LaunchFn = Status (*)(const AttentionParams&, cudaStream_t);
+
+using Instantiation = BuiltKernel<LaunchFn>;
+
+// What this build compiled, from the kernel list (cmake/KernelList.cmake). fp32 (3xTF32, see
+// common/gemm.cuh) has the equal pairs up to 128 and the half-V pairs 192/96 and 256/128, which
+// also serve fp32 d192 / d256 (see plan_for below).
+constexpr Instantiation kInstantiations[] = {
+#define FLASHCORE_KERNEL(DQK, DV, DTYPE, ELEMENT, BUILT) \
+  FLASHCORE_BUILT_ENTRY(BUILT, (&sm80::launch_fwd<DQK, DV, ELEMENT>), DQK, DV, DTYPE)
+#include "kernels/sm80_fwd_kernels.inc"
+#undef FLASHCORE_KERNEL
+    {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
+};
+
+// The kernel that runs a call: its own (Dqk, Dv) instantiation, or for fp32 d192 / d256 (Dqk == Dv)
+// the Dv/2 one, launched once per half of V and O. No single fp32 kernel fits there (one m16 tile
+// per warp holds 128 fp32 O accumulators and every tile shape spills, see tile_config.hpp); each
+// half launch recomputes the same scores and softmax, so every output element is exactly what one
+// kernel would compute, at twice the Q K^T work.
+struct Plan {
+  const Instantiation* inst = nullptr;
+  bool split_v = false;  // launch inst twice: V[..., :Dv/2] -> O[..., :Dv/2], then the upper halves
+};
+
+Plan plan_for(const AttentionParams& p) {
+  if (const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype)) {
+    return {inst, false};
+  }
+  if (p.dtype == DType::kFloat32 && p.head_dim_qk == p.head_dim_v && (p.head_dim_v == 192 || p.head_dim_v == 256)) {
+    return {find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v / 2, p.dtype), true};
+  }
+  return {};
+}
+
+// Whether this build holds machine code that runs on compute capability major.minor: SASS for
+// sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.)
+bool built_for_device(int major, int minor) {
+  const std::string archs = FLASHCORE_ARCHS;  // e.g. "80,90a"
+  size_t pos = 0;
+  while (pos <= archs.size()) {
+    const size_t end = archs.find(',', pos) == std::string::npos ? archs.size() : archs.find(',', pos);
+    const std::string arch = archs.substr(pos, end - pos);
+    pos = end + 1;
+    if (arch.size() < 2) continue;
+    const int a_major = arch[0] - '0';
+    const int a_minor = arch[1] - '0';
+    if (a_major == major && a_minor <= minor && (major == 8 || a_minor == minor)) return true;
+  }
+  return false;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
+  if (!d.has_device || d.pointers_on_host) return "the sm80 path needs a CUDA device and device pointers";
+  if (d.cc_major < 8) {
+    return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + ")";
+  }
+  if (!built_for_device(d.cc_major, d.cc_minor)) {
+    return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
+  }
+  const Plan plan = plan_for(p);
+  if (plan.inst == nullptr) {
+    return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
+           dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " +
+           built_kernels_list(kInstantiations) + (plan.split_v ? "; fp32 d192/d256 run on the Dv/2 units" : "") +
+           ")";
+  }
+  const int smem = sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, dtype_size(p.dtype));
+  if (size_t(smem) > d.max_smem_per_block_optin) {
+    return "the sm80 kernel for Dqk=" + std::to_string(plan.inst->head_dim_qk) +
+           ", Dv=" + std::to_string(plan.inst->head_dim_v) +
+           " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
+           std::to_string(d.max_smem_per_block_optin);
+  }
+  // 16-byte vector loads/stores: every row start must be 16-byte aligned. (The upper half views of
+  // a split launch start Dv/2 fp32 = 384 or 512 bytes further: aligned too.)
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t strides[3];
+  } tensors[] = {
+      {"q", p.q, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride}},
+      {"k", p.k, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride}},
+      {"v", p.v, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride}},
+      {"o", p.o, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}},
+  };
+  for (const auto& t : tensors) {
+    bool ok = aligned16(t.ptr);
+    for (int64_t s : t.strides) ok = ok && (s * dtype_size(p.dtype)) % 16 == 0;
+    if (!ok) {
+      return std::string(t.name) +
+             ": the sm80 path needs a 16-byte aligned base and batch/seq/head strides that are multiples "
+             "of 16 bytes (8 fp16/bf16 or 4 fp32 elements)";
+    }
+  }
+  if (p.batch > 65535 || p.heads_q > 65535) return "the sm80 path launches at most 65535 batch entries and heads";
+  return "";
+}
+
+Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
+  const Plan plan = plan_for(p);
+  if (plan.inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
+  if (!plan.split_v) return plan.inst->launch(p, stream);
+  // Same strides, base pointers of V and O offset by Dv/2 elements for the upper half; LSE (the same
+  // in both launches) is written by the first one only.
+  const int half = p.head_dim_v / 2;
+  AttentionParams lo = p;
+  lo.head_dim_v = half;
+  AttentionParams hi = lo;
+  hi.v = static_cast<const float*>(p.v) + half;
+  hi.o = static_cast<float*>(p.o) + half;
+  hi.lse = nullptr;
+  const Status first = plan.inst->launch(lo, stream);
+  return first.ok() ? plan.inst->launch(hi, stream) : first;
+}
+
+}  // namespace
+
+PathOps sm80_path() { return {KernelPath::kSm80, &sm80_supports, &sm80_run}; }
+
+}  // namespace flashcore::detail

@@ -1,5 +1,0 @@
-// sm80 forward, Dqk=32, Dv=32, fp32 (3xTF32): one instantiation per unit so builds parallelize.
-#include "sm80/kernel.cuh"
-
-template flashcore::Status flashcore::sm80::launch_fwd<32, 32, float>(const flashcore::AttentionParams&,
-                                                                      cudaStream_t);

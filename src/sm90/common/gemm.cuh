@@ -1,0 +1,49 @@
+// Warpgroup GEMMs on flashcore's shared-memory operand tiles ([cols/64][rows][64] 16-bit elements,
+// 128-byte swizzle, 1024-byte aligned; ptx/wgmma.hpp): one wgmma per k16 step, the k-step's
+// descriptor stepped from one base descriptor.
+//
+// The base descriptors are made opaque, so the compiler derives each k-step's descriptor with an
+// add just before its wgmma instead of hoisting all of them out of the caller's loop (where they
+// would hold registers across it).
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.hpp"
+#include "ptx/wgmma.hpp"
+
+namespace flashcore::sm90 {
+
+inline constexpr uint32_t kSwizzleRowBytes = 128;  // one row of a 64-column chunk
+
+// acc (64 x kN) = A (64 x kDepth) * B^T, both K-major: A's 64 rows start at shared address a_addr in
+// a tile of kARows rows per 64-column chunk, B (kN rows) at b_addr in a tile of kBRows rows per chunk.
+// k-step kk reads chunk kk/4 (a whole [rows][64] slab further) at 32 bytes per k16 inside it.
+template <int kN, int kDepth, int kARows, int kBRows, ptx::WgmmaType kType>
+FC_DEVICE void gemm_ss_overwrite(float* acc, uint32_t a_addr, uint32_t b_addr) {
+  uint64_t desc_a = ptx::make_smem_desc(a_addr, 16, 1024);
+  uint64_t desc_b = ptx::make_smem_desc(b_addr, 16, 1024);
+  ptx::opaque(desc_a);
+  ptx::opaque(desc_b);
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    const uint32_t chunk = kk / 4, within = (kk % 4) * 32;
+    ptx::WgmmaSS<kN, kType>::run(acc, ptx::desc_advance(desc_a, chunk * kARows * kSwizzleRowBytes + within),
+                                 ptx::desc_advance(desc_b, chunk * kBRows * kSwizzleRowBytes + within), kk > 0 ? 1 : 0);
+  }
+}
+
+// acc (64 x kN) += A (64 x kDepth, registers: 4 packed words per k16 step) * B (kDepth x kN) read
+// MN-major (trans-b) from a tile of kDepth rows at b_addr: 16 rows = 2048 bytes per k-step; LBO is
+// the distance between B's 64-column chunks.
+template <int kN, int kDepth, ptx::WgmmaType kType>
+FC_DEVICE void gemm_rs_accumulate(float* acc, const uint32_t* a, uint32_t b_addr) {
+  uint64_t desc_b = ptx::make_smem_desc(b_addr, kDepth * kSwizzleRowBytes, 1024);
+  ptx::opaque(desc_b);
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    ptx::WgmmaRS<kN, kType>::run(acc, a + 4 * kk, ptx::desc_advance(desc_b, kk * 16 * kSwizzleRowBytes), 1);
+  }
+}
+
+}  // namespace flashcore::sm90

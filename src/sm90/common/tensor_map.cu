@@ -1,0 +1,84 @@
+// encode_operand_map (tma.cuh): the driver's cuTensorMapEncodeTiled, looked up once through the
+// runtime (no libcuda link), applied to one operand view.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "sm90/common/tma.cuh"
+
+namespace flashcore::sm90 {
+
+namespace {
+
+// ---- Driver entry point (no libcuda link) ------------------------------------------------------
+PFN_cuTensorMapEncodeTiled_v12000 g_encode_tiled = nullptr;
+cudaError_t g_encode_lookup_error = cudaSuccess;
+std::once_flag g_encode_once;
+
+Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
+  std::call_once(g_encode_once, [] {
+    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
+    void* ptr = nullptr;
+    g_encode_lookup_error =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &query);
+    if (g_encode_lookup_error == cudaSuccess && query == cudaDriverEntryPointSuccess) {
+      g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+    }
+  });
+  if (g_encode_tiled == nullptr) {
+    if (g_encode_lookup_error != cudaSuccess) {
+      return cuda_status(g_encode_lookup_error, "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
+    }
+    return Status::CudaError("sm90: the driver has no cuTensorMapEncodeTiled (CUDA 12.0+ driver needed)");
+  }
+  *fn = g_encode_tiled;
+  return Status::Ok();
+}
+
+// A legal stand-in stride for a dimension of extent 1 (its coordinate is always 0).
+int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride : 8; }
+
+}  // namespace
+
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  constexpr int64_t kElem = 2;  // fp16 / bf16
+  const int seqlen = view.seqlen > 0 ? view.seqlen : 1;  // Sk = 0: never loaded, but dims must be >= 1
+  const cuuint64_t seq_stride = usable_stride(view.seq_stride, seqlen) * kElem;
+  const cuuint64_t head_stride = usable_stride(view.head_stride, view.heads) * kElem;
+  const cuuint64_t batch_stride = usable_stride(view.batch_stride, view.batch) * kElem;
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult res;
+  if (!chunked_map(view.head_dim)) {
+    const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
+                                (cuuint64_t)view.batch};
+    const cuuint64_t strides[4] = {seq_stride, 128, head_stride, batch_stride};
+    const cuuint32_t chunks = box_chunks > 0 ? (cuuint32_t)box_chunks : (cuuint32_t)(view.head_dim / 64);
+    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, chunks, 1, 1};
+    res = encode(map, type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    const cuuint64_t dims[4] = {(cuuint64_t)view.head_dim, (cuuint64_t)seqlen, (cuuint64_t)view.heads,
+                                (cuuint64_t)view.batch};
+    const cuuint64_t strides[3] = {seq_stride, head_stride, batch_stride};
+    const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    res = encode(map, type, 4, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (res != CUDA_SUCCESS) {
+    return Status::Internal("sm90: cuTensorMapEncodeTiled failed with CUresult " + std::to_string((int)res) +
+                            " (head_dim " + std::to_string(view.head_dim) + ", seqlen " + std::to_string(view.seqlen) +
+                            ", box rows " + std::to_string(box_rows) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,76 @@
+// TMA on flashcore's operand tiles: the tensor map of a [batch][heads][seqlen][head_dim] operand
+// with explicit strides, and the loads and stores of whole [ceil(head_dim/64)][rows][64] tiles with
+// the 128-byte swizzle (the layout every wgmma operand here uses).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "common/host_device.hpp"
+#include "flashcore/flashcore.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/tma.hpp"
+
+namespace flashcore::sm90 {
+
+// One operand of the kernel as a TMA view: [batch][heads][seqlen][head_dim] with explicit element
+// strides (the flash-attn layout and PyTorch's [B, H, S, D] are both just strides). Varlen: seqlen
+// is the packed token count (total_q / total_k) and batch is 1.
+struct OperandView {
+  const void* base = nullptr;
+  int head_dim = 0, seqlen = 0, heads = 0, batch = 0;
+  int64_t seq_stride = 0, head_stride = 0, batch_stride = 0;  // elements
+};
+
+// Builds the tensor map the kernel loads `view` through, both filling a [ceil(head_dim/64)][box_rows][64]
+// tile with the 128-byte swizzle:
+//   head_dim % 64 == 0: a 5-D view {64, seqlen, head_dim/64, heads, batch}; one box
+//                       {64, box_rows, head_dim/64, 1, 1} is the whole tile (one TMA instruction),
+//                       or, with box_chunks > 0, {64, box_rows, box_chunks, 1, 1} (the cluster
+//                       kernel's share of a tile);
+//   otherwise (chunked): a 4-D view {head_dim, seqlen, heads, batch} and a box {64, box_rows, 1, 1}
+//                       per 64-column chunk; the last chunk's columns past head_dim are zero-filled on
+//                       loads and not written on stores.
+// Defined in tensor_map.cu (it owns the driver entry point).
+FC_HOST_DEVICE constexpr bool chunked_map(int head_dim) { return head_dim % 64 != 0; }
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks = 0);
+
+#if defined(__CUDACC__)
+// One operand tile [ceil(D/64)][kRows][64] from token row `row` of (head, batch): one 5-D box, or one
+// 4-D box per 64-column chunk for a head dim that is not a multiple of 64 (encode_operand_map).
+template <int kHeadDim, int kRows>
+FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head, int batch) {
+  if constexpr (!chunked_map(kHeadDim)) {
+    ptx::tma_load_5d(dst, map, bar, 0, row, 0, head, batch);
+  } else {
+#pragma unroll
+    for (int c = 0; c < (kHeadDim + 63) / 64; ++c) ptx::tma_load_4d(dst + c * kRows * 64, map, bar, 64 * c, row, head, batch);
+  }
+}
+
+// Cluster kernel: this CTA's share of a K or V block (kChunks of its 64-column chunks, from chunk
+// rank * kChunks on), written into the same stage of every CTA of the cluster. The rank is read
+// here, at each load, so it holds no register across the producer's loop (24 registers).
+template <int kChunks, int kRows, int kClusterM>
+FC_DEVICE void tma_load_operand_multicast(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head,
+                                          int batch) {
+  const uint32_t rank = ptx::cluster_ctarank();
+  ptx::tma_load_5d_multicast(ptx::smem_addr(dst) + rank * (kChunks * kRows * 128), map, ptx::smem_addr(bar),
+                             (1u << kClusterM) - 1u, 0, row, (int)rank * kChunks, head, batch);
+}
+
+// The 64 x Dv staging tile of one warpgroup to (token row `row`, head, batch): one 5-D box, or one
+// 4-D box per 64-column chunk when Dv is not a multiple of 64 (columns past Dv are not written).
+template <int kHeadDim>
+FC_DEVICE void tma_store_operand(const CUtensorMap* map, const uint8_t* src, int row, int head, int batch) {
+  if constexpr (!chunked_map(kHeadDim)) {
+    ptx::tma_store_5d(map, src, 0, row, 0, head, batch);
+  } else {
+#pragma unroll
+    for (int c = 0; c < (kHeadDim + 63) / 64; ++c) ptx::tma_store_4d(map, src + c * 64 * 128, 64 * c, row, head, batch);
+  }
+}
+#endif  // __CUDACC__
+
+}  // namespace flashcore::sm90
