@@ -16,7 +16,7 @@ inline constexpr int kMinWavesPerGroup = 2;
 //
 // Tiles of equal length (no causal mask, no window): one head per group, i.e. head after head, so
 // a wave holds the fewest heads and each head's K/V is read by all its CTAs at about the same time.
-// H200, fp16, same binary, three rounds (bench/results/2026-11-24-h200-session6-head-groups), the
+// H200, fp16, same binary, three rounds, the
 // L2-budget groups below -> one head: d128 S=1k 567 -> 578 TFLOPS, S=8k 588 -> 595-600, S=16k
 // 604 -> 605-608; d256 S=1k 567 -> 583; d64 S=1k 351.5 -> 353.5-356; no row lower beyond noise.
 // Uneven tiles: as many heads as keep their K/V within the L2 budget, so the CTAs running together

@@ -1,22 +1,19 @@
-// The attention function's pieces as small functors, shared by the CPU reference, the naive GPU
-// reference, the sm80 path and the sm90 path, so every path computes one function.
+// Which keys each query sees, as small functors shared by the CPU reference, the naive GPU reference,
+// the sm80 path and the sm90 path, so every path computes one function (the scores themselves:
+// score_transform.hpp).
 //
-//   score(i, j)   = alibi(softcap(scale * <q_i, k_j>))          (ScoreTransform)
 //   visible(i, j) = lo(i) <= j <= hi(i), 0 <= j < Sk             (VisibilityMask)
 //
 // Indices i, j are positions inside one sequence (varlen: relative to the sequence start).
 #pragma once
 
 #include <climits>
-#include <cmath>
 
 #include "common/host_device.hpp"
 #include "flashcore/flashcore.hpp"
 
 namespace flashcore::attn {
 
-inline constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) == exp2(x * kLog2e)
-inline constexpr float kLn2 = 0.6931471805599453f;    // ln(2):   log(x) == log2(x) * kLn2
 
 // Which keys a query sees. Both bounds are inclusive; an infinite side is stored as a bound far
 // outside any sequence so the hot loops never branch on "is this side infinite".
@@ -52,34 +49,6 @@ struct VisibilityMask {
   FC_HOST_DEVICE bool tile_fully_visible(int i0, int i1, int j0, int j1) const {
     // first_key is monotone non-decreasing in i, last_key too: check the corners that bind.
     return first_key(i1) <= j0 && last_key(i0) >= j1;
-  }
-};
-
-// score = alibi(softcap(scale * dot)). Kernels fold kLog2e after this transform.
-struct ScoreTransform {
-  float scale = 1.0f;
-  float softcap = 0.0f;     // 0: off
-  float alibi_slope = 0.0f; // 0: off
-  int alibi_offset = 0;     // Sk - Sq of this sequence (ALiBi is always bottom-right aligned)
-
-  FC_HOST_DEVICE float apply(float dot, int i, int j) const {
-    float s = dot * scale;
-    if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
-    if (alibi_slope != 0.0f) {
-      const int dist = i + alibi_offset - j;
-      s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
-    }
-    return s;
-  }
-  // The same in double, for the fp64 CPU reference.
-  double apply(double dot, int i, int j) const {
-    double s = dot * (double)scale;
-    if (softcap > 0.0f) s = (double)softcap * std::tanh(s / (double)softcap);
-    if (alibi_slope != 0.0f) {
-      const long long dist = (long long)i + alibi_offset - j;
-      s -= (double)alibi_slope * (double)(dist < 0 ? -dist : dist);
-    }
-    return s;
   }
 };
 
@@ -132,17 +101,6 @@ FC_HOST_DEVICE VisibilityMask make_mask(const AttentionParams& p, int seqlen_q, 
   if (p.window_right >= 0) m.window_right = p.window_right;
   if (p.causal) m.window_right = 0;
   return mask_for_lengths(m, p.mask_align, seqlen_q, seqlen_k);
-}
-
-// The score transform of one (sequence, head).
-FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
-                                                   int seqlen_q, int seqlen_k) {
-  ScoreTransform t;
-  t.scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
-  t.softcap = p.softcap;
-  if (p.alibi_slopes != nullptr) t.alibi_slope = p.alibi_slopes[b * p.alibi_batch_stride + h];
-  t.alibi_offset = seqlen_k - seqlen_q;
-  return t;
 }
 
 }  // namespace flashcore::attn

@@ -30,7 +30,7 @@ namespace flashcore::attn {
 // True when every head group of the unpaired order holds a whole number of waves of tiles, or at
 // most a tenth of a wave more: the next group's longest tiles then start (nearly) a fresh wave, the
 // snake stays aligned and the unpaired order is balanced as it is. The launcher pairs only when
-// this is false. Same-binary A/B on the H200 (bench/results/2026-11-24-h200-session5-tile-order):
+// this is false. Same-binary A/B on the H200 (docs/design/sm90.md):
 // pairs lost 1-2 % on exactly those causal rows (d64 S=2k/4k: 528 tiles per group = 4.0 waves of
 // 132; d256 S=1k/2k: 2.0 / 2.06 waves) and gained 8-30 % where groups cut waves (d64 S=8k: 3.9
 // waves, 352 -> 457 TFLOPS; d128 S=2k 452 -> 504; d256 S=16k 655 -> 758).

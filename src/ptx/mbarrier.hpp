@@ -39,14 +39,14 @@ FC_DEVICE uint32_t map_shared_to_cta(uint32_t addr, uint32_t cta_rank) {
 // the default (CTA-scope) release. Enough where the accesses being released are async-proxy reads
 // already retired by a wgmma wait (a consumer freeing a stage); a cluster-scope release
 // (.release.cluster) made the arriving warp wait for its memory operations at cluster scope and
-// cost the cluster kernel ~30% (H200, session 4).
+// cost the cluster kernel ~30% (H200).
 FC_DEVICE void mbarrier_arrive_mapped(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 
 // One try_wait: returns whether the phase with `parity` has completed. While it has not, the thread
 // may be suspended in hardware until the phase completes or `suspend_ns` passes. Without a hint the
-// hardware's own limit applies, and it is short: in the d128 S=16k profile (H200, session 11) each
+// hardware's own limit applies, and it is short: in the d128 S=16k profile (H200) each
 // try returned after about 30 cycles, and the producer warp's wait loop (YIELD, try_wait, branch)
 // was 4.7 % of all instructions issued, on a scheduler it shares with three consumer warps.
 FC_DEVICE bool mbarrier_try_wait(uint64_t* bar, uint32_t parity, uint32_t suspend_ns) {
@@ -61,7 +61,7 @@ FC_DEVICE bool mbarrier_try_wait(uint64_t* bar, uint32_t parity, uint32_t suspen
   return done != 0;
 }
 // How long a waiter may sleep per try. A suspended thread wakes when the phase completes, so a long
-// hint costs no latency: same-call A/Bs (H200, session 11) of 20 us for every wait against the
+// hint costs no latency: same-call A/Bs (H200) of 20 us for every wait against the
 // default, two machines: d128 S=16k fp16 +0.5-0.7 %, bf16 +0.3-0.5 %, causal -0.1 to +0.3 %, d256
 // S=8k +0-0.3 %, S=1k unchanged.
 inline constexpr uint32_t kWaitSuspendHintNs = 20000;

@@ -41,7 +41,7 @@ FC_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem_ptr, bool valid)
 // This thread's threadIdx.x, read from the special register at this point of the program. A
 // volatile read is never merged with another or hoisted out of a loop, so values derived from it
 // are recomputed where they are used instead of being kept in registers from the kernel's start
-// (see load_tile_async in sm80/mainloop.cuh).
+// (see load_tile_async in sm80/common/gemm.cuh).
 FC_DEVICE int thread_index_x_here() {
   int tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));

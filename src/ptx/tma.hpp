@@ -1,4 +1,4 @@
-// TMA (cp.async.bulk.tensor) wrappers. Tensor maps are built on the host (src/sm90/launch.cu) and
+// TMA (cp.async.bulk.tensor) wrappers. Tensor maps are built on the host (src/sm90/common/tensor_map.cu) and
 // passed as `const __grid_constant__ CUtensorMap`; device code only takes their address.
 #pragma once
 

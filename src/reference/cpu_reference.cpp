@@ -9,6 +9,7 @@
 
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/dtype.hpp"
 
 namespace flashcore::reference {

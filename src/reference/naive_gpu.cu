@@ -11,6 +11,7 @@
 
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_dtype.cuh"
 

@@ -35,10 +35,9 @@ inline constexpr int kMaxVecsPerThread = kMaxElemsPerThread / kVec;
 // threads, bounded at 8 blocks per SM, so ptxas keeps it at 32 registers (spill-free only with the
 // stride a compile-time constant; fp32 at 16 elements spills 12 bytes, so fp32 keeps the general
 // kernel), and each reduction takes one barrier (block_allreduce_one_barrier, the max by
-// redux.sync) instead of two. Session 12's experiment: 84.9-85.0 % of the 1 GiB copy rate at
-// 4096x4096 16-bit against 83.8-84.1 % for the general kernel; compiled into the 1024-thread kernel
-// the same reductions took it to 50 registers. Session 13 (library): 84.3 -> 85.6 % bf16, 83.8 ->
-// 85.0 % fp16 (docs/softmax.md).
+// redux.sync) instead of two. H200, 4096x4096: 84.3 -> 85.6 % of the 1 GiB copy rate in bf16, 83.8 ->
+// 85.0 % in fp16; compiled into the 1024-thread kernel the same reductions take it to 50 registers
+// (docs/softmax.md).
 inline constexpr int kSmallBlockThreads = 256;
 inline constexpr int kSmallBlockElems = 16;
 

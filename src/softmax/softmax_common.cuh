@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_dtype.cuh"

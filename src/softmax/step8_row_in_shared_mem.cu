@@ -85,7 +85,7 @@ Status launch_kernel(const SoftmaxProblem& p, int shared_bytes) {
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   // The PDL prologue for 16-bit rows on grids of more than one wave. H200, back-to-back calls:
   // 8192x32000 bf16 256.6 -> 251.8 us (the auto choice there), 4096x4096 bf16 19.5 -> 19.1 us; but
-  // 1024x1024 bf16 (one wave) 3.44 -> 3.58 us, as in session 4 with the early start alone (the
+  // 1024x1024 bf16 (one wave) 3.44 -> 3.58 us, as with the early start alone (the
   // waiting blocks hold shared memory), and 4096x4096 fp32 35.3 -> 36.4 us.
   const bool pdl_prologue = p.programmatic_launch && sizeof(T) == 2 && !grid_is_one_wave(p.rows, kThreads, p.sm_count);
   return launch_softmax_kernel("row_in_shared_mem_kernel", kernel, grid_for(p.rows), kThreads, size_t(shared_bytes),

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/dtype.hpp"
 #include "reference/cpu_reference.hpp"
 

@@ -7,7 +7,7 @@
 // Calls the sm80 path's run() directly (validation and device queries stay out of the timing).
 // Tuning: for fp16 at S in {4k, 16k} the tool also times other tile shapes than the table's
 // (kernels compiled into this tool, named flashcore-sm80-MxNxWsS: tile M x N, W warps, S K/V stages)
-// to retune src/sm80/tile_config.hpp.
+// to retune src/sm80/fwd/tile_config.hpp.
 // Output: CSV on stdout (impl,dtype,causal,batch,heads,seqlen,dim,ms,tflops).
 #include <algorithm>
 #include <cstdio>

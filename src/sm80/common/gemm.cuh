@@ -176,7 +176,7 @@ FC_DEVICE void split_a_fragment(const float (&a)[4], uint32_t (&hi)[4], uint32_t
 // (round to nearest). Chaining acc through the MMAs instead would round every step toward zero
 // (the tensor core's fp32 accumulation truncates): in a host emulation of that arithmetic the
 // biased error grew with the chain length, to 2e-5 relative at S = 4k, d64, inputs x10 (12x the
-// fp32 SIMT loop), while the fresh-partial form stays at the SIMT loop's level (docs/perf-notes.md).
+// fp32 SIMT loop), while the fresh-partial form stays at the SIMT loop's level (docs/design/sm80.md).
 FC_DEVICE void mma_tf32x3(float (&acc)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
                           const uint32_t (&b_hi)[2], const uint32_t (&b_lo)[2]) {
   float partial[4];

@@ -18,6 +18,7 @@
 
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/cuda_check.hpp"
 #include "sm80/fwd/epilogue.cuh"
 #include "sm80/fwd/launch_fwd.hpp"
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   }
 
   float lse[Traits::kMTiles][2];
-  softmax.finalize(acc_o, log2_multiplier, lse);
+  softmax.finalize(acc_o, lse);
   __syncthreads();  // every warp is done with sQ/sK/sV before the O tile overwrites them
   // Output addresses are formed only now, so they hold no registers during the mainloop; the
   // varlen start row is re-read for the same reason (it is also what the Q load used).

@@ -12,8 +12,9 @@
 #include <cmath>
 
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "attention/quad_reduce.cuh"
-#include "attention/rescale.hpp"
+#include "attention/softmax_state.hpp"
 #include "ptx/math.hpp"
 #include "ptx/mma_sm80.hpp"
 
@@ -67,30 +68,21 @@ FC_DEVICE void transform_and_mask(float (&s)[kMTiles][kNTiles][4], const Fragmen
   }
 }
 
+// The online softmax of a warp's rows (attention/softmax_state.hpp): per row, the running max of
+// u * log2_multiplier (u: the softmax units above) and this thread's part of the sum.
 template <int kMTiles, int kNTiles, int kOutNTiles>
 struct OnlineSoftmax {
-  float row_max[kMTiles][2];  // running max in softmax units (-inf until a visible key is seen)
-  float row_sum[kMTiles][2];  // this thread's partial sum of p (quad-reduced in finalize)
+  attn::SoftmaxState row[kMTiles][2];
 
   FC_DEVICE void init() {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        row_max[mt][r] = -INFINITY;
-        row_sum[mt][r] = 0.0f;
-      }
+    for (int mt = 0; mt < kMTiles; ++mt) row[mt][0] = row[mt][1] = attn::SoftmaxState{};
   }
-
-  // A -inf max (no visible key yet) is used as 0 so exp2(-inf - max) stays 0 instead of NaN.
-  static FC_DEVICE float usable_max(float m) { return m == -INFINITY ? 0.0f : m; }
 
   // Folds one KV block into the running statistics and turns s into unnormalized probabilities in
   // place. The running max only moves when the block's max exceeds it by more than
-  // attn::kRescaleThresholdLog2 (attention/rescale.hpp says why and why 4). So most blocks skip
-  // rescaling acc_o; a warp rescales only when one of its rows moved (then by
-  // exp2((old max - new max) * mult), 1 for the rows that did not).
-
+  // attn::kRescaleThresholdLog2, so most blocks skip rescaling acc_o; a warp rescales only when one
+  // of its rows moved (by exp2(old max - new max), 1 for the rows that did not).
   FC_DEVICE void update(float (&s)[kMTiles][kNTiles][4], float (&acc_o)[kMTiles][kOutNTiles][4],
                         float log2_multiplier) {
     float correction[kMTiles][2];
@@ -103,64 +95,55 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
           block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        block_max = attn::quad_max(block_max);
-        const float old_scaled = row_max[mt][r] * log2_multiplier;  // -inf before any visible key
-        const bool moved = block_max * log2_multiplier > old_scaled + attn::kRescaleThresholdLog2;
-        // A first visible key (old max -inf) gives correction exp2(-inf) = 0: nothing to keep.
-        correction[mt][r] = moved ? ptx::exp2_approx(old_scaled - block_max * log2_multiplier) : 1.0f;
-        if (moved) row_max[mt][r] = block_max;
-        any_moved = any_moved || moved;
+        // -inf: nothing visible in this block; a first visible key gives correction 0.
+        correction[mt][r] = row[mt][r].rescale_for_block(attn::quad_max(block_max) * log2_multiplier);
+        any_moved = any_moved || correction[mt][r] != 1.0f;
       }
     if (__any_sync(0xffffffffu, any_moved)) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          row_sum[mt][r] *= correction[mt][r];
+        for (int r = 0; r < 2; ++r)
 #pragma unroll
           for (int d = 0; d < kOutNTiles; ++d) {
             acc_o[mt][d][2 * r] *= correction[mt][r];
             acc_o[mt][d][2 * r + 1] *= correction[mt][r];
           }
-        }
     }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float max_scaled = usable_max(row_max[mt][r]) * log2_multiplier;
-        float sum = row_sum[mt][r];
+        const float max_log2 = row[mt][r].max_log2;
+        float sum = row[mt][r].sum;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = ptx::exp2_approx(fmaf(s[mt][nt][2 * r + e], log2_multiplier, -max_scaled));
+            const float p = ptx::exp2_approx(fmaf(s[mt][nt][2 * r + e], log2_multiplier, -max_log2));
             s[mt][nt][2 * r + e] = p;
             sum += p;
           }
-        row_sum[mt][r] = sum;
+        row[mt][r].sum = sum;
       }
   }
 
   // Normalizes acc_o by the row sums and returns each row's natural-log LSE in lse[mt][r]
-  // (-inf and o = 0 for a row that saw no visible key).
-  FC_DEVICE void finalize(float (&acc_o)[kMTiles][kOutNTiles][4], float log2_multiplier,
-                          float (&lse)[kMTiles][2]) {
+  // (-inf and o = 0 for a row that saw no visible key; NaN stays NaN).
+  FC_DEVICE void finalize(float (&acc_o)[kMTiles][kOutNTiles][4], float (&lse)[kMTiles][2]) const {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float sum = attn::quad_sum(row_sum[mt][r]);
-        const bool empty = !(sum > 0.0f);
-        const float inv_sum = empty ? 0.0f : 1.0f / sum;
+        attn::SoftmaxState total = row[mt][r];
+        total.sum = attn::quad_sum(row[mt][r].sum);
+        const float inv_sum = total.inv_sum();
 #pragma unroll
         for (int d = 0; d < kOutNTiles; ++d) {
           acc_o[mt][d][2 * r] *= inv_sum;
           acc_o[mt][d][2 * r + 1] *= inv_sum;
         }
-        // sum_j exp(s_j) = sum * 2^(max * mult)  =>  lse = max * mult * ln 2 + ln(sum)
-        lse[mt][r] = empty ? -INFINITY
-                           : usable_max(row_max[mt][r]) * log2_multiplier * attn::kLn2 + logf(sum);
+        lse[mt][r] = total.lse();
       }
   }
 };

@@ -8,8 +8,8 @@
 //   Each warp owns block_m / warps query rows (one or two m16 MMA tiles). Two m16 tiles per warp
 //   halve the shared-memory traffic for K/V fragments (each B fragment feeds two MMAs) at the cost
 //   of registers; d >= 192 uses one m16 tile per warp with 8 warps to stay under 255 registers.
-//   The -Xptxas -v report for every entry is in docs/perf-notes.md (sm80 section): no entry spills,
-//   on sm_80 or sm_90a (CUDA 13.0, 2026-11-22). The 192-accumulator tiles (d64 128 x 128, d128 and
+//   No entry spills, on sm_80 or sm_90a (-Xptxas -v, CUDA 13.0; docs/design/sm80.md has the report).
+//   The 192-accumulator tiles (d64 128 x 128, d128 and
 //   64/128 128 x 64) use 254-255 registers: they fit because the mainloop keeps little else live
 //   across the KV loop (see load_tile_async, transform_and_mask and kv_bases in kernel.cuh); code
 //   that adds loop-carried state to them must re-check the report.
@@ -36,7 +36,7 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes =
   if (elem_bytes == 4) {
     // fp32 (3xTF32): elements are twice as wide, so the tiles hold half as many keys for the same
     // shared memory, and each S / O accumulator costs the same registers as in 16 bits while the
-    // hi/lo split needs a few more. Untimed beyond the d64/d128 check in docs/perf-notes.md.
+    // hi/lo split needs a few more. Untimed beyond the d64/d128 check in docs/design/sm80.md.
     // One m16 tile per warp: the per-k8-step partial sums of 3xTF32 (mainloop.cuh) made every
     // two-tile shape (128 rows / 4 warps) spill. 64 x 64 (d64: 90 KB) and 64 x 32 (d128: 101 KB),
     // two stages, fit two CTAs per SM.
@@ -53,21 +53,16 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes =
     return {64, 32, 4, 1};
   }
   if (d <= 32) return {128, 128, 4, 1};
-  // d64: 128 x 128, one stage; 254 registers, no spill (it spilled 8 B before the mainloop's
-  // loop-carried state was cut, branch sm80-spill). Same-run A/B, two rounds (H200 fp16, B*S=16k,
-  // H=32; bench/results/2026-11-22-h200-sm80-d64): 128 x 128 is >= 1.02x FA2 on every S and causal
-  // mode (S=8k 316.8 vs FA2 292.5), 128 x 96 fell to 0.99x at S=8k (290.9), the old 128 x 64 x 2
-  // stages to 0.98x on three rows. Two stages at 128 x 128 measured the same within 1%. Spill-free
-  // build: 1.04-1.12x FA2 on every d64 fp16/bf16 row, two rounds (2026-11-22-h200-sm80-spill).
+  // d64: 128 x 128, one stage; 254 registers, no spill. >= 1.02x FA2 on every S and causal mode;
+  // 128 x 96 and 128 x 64 x 2 stages fell below it (docs/design/sm80.md).
   if (d <= 64) return {128, 128, 4, 1};
   // d96: untimed. 128 x 64 x 4 now fits without spills (254 regs) and is the next candidate.
   if (d <= 96) return {128, 32, 4, 1};
   // 64/128 (the only Dqk < Dv pair): d128's tile with two stages. With one stage ptxas spills 8 B
   // on sm_90a for this pair (d128 itself fits); two stages fit on both archs. Untimed.
   if (head_dim_qk == 64 && head_dim_v == 128) return {128, 64, 4, 2};
-  // d128: 363 vs 345 (128 x 32, two stages) vs 314 (128 x 64, two stages). 255 registers, no spill
-  // on sm_80 or sm_90a (the sm_80 SASS spilled 40 B before branch sm80-spill); spill-free build:
-  // 1.00-1.16x FA2 on every d128 fp16/bf16 row, two rounds (2026-11-22-h200-sm80-spill).
+  // d128: 128 x 64, one stage (H200 fp16 S=16k: 363 TFLOPS vs 345 for 128 x 32 and 314 for 128 x 64
+  // with two stages); 255 registers, no spill; 1.00-1.16x FA2 on every d128 fp16/bf16 row.
   if (d <= 128) return {128, 64, 4, 1};
   if (d <= 192) return {128, 64, 8, 1};
   return {128, 64, 8, 1};  // 256: 135 KB of shared memory, one CTA per SM

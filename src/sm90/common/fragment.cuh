@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/host_device.hpp"
 #include "ptx/math.hpp"
 
@@ -17,11 +18,11 @@ namespace flashcore::sm90 {
 FC_DEVICE int acc_row(int i) { return (i >> 1) & 1; }                  // local row 0/1 of acc[i]
 FC_DEVICE int acc_col(int i, int quad_lane) { return 8 * (i >> 2) + 2 * quad_lane + (i & 1); }
 
-// dot <- softcap_over_scale * tanh(dot * scale_over_softcap): ScoreTransform's softcap in dot units.
+// Every score of the fragment through the softcap in dot units (attn::ScoreTransform::dot_softcap).
 template <int kAcc>
-FC_DEVICE void apply_softcap(float* s, float softcap_over_scale, float scale_over_softcap) {
+FC_DEVICE void apply_softcap(float* s, const attn::DotSoftcap& softcap) {
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) s[i] = softcap_over_scale * tanhf(s[i] * scale_over_softcap);
+  for (int i = 0; i < kAcc; ++i) s[i] = softcap.apply(s[i]);
 }
 
 // Scores of invisible (query, key) pairs, keys past Sk included, become -inf.

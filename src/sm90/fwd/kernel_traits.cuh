@@ -48,8 +48,8 @@ struct KernelTraits {
   static constexpr bool kStreamK = kAllKeysVisible && !kVarlen;
   // Masked dense calls on the long tile shape: the short query block goes first (scheduler.cuh).
   // Only there: 192-row blocks leave a short block at the standard lengths (S = 8k, 16k), and the
-  // default shapes' 128-row blocks do not, yet the added code cost d128's default masked kernel
-  // 1.7 % at causal S=2k (H200, session 13); d64's three-warpgroup kernel spilled 64 bytes.
+  // default shapes' 128-row blocks do not, yet the added code slows d128's default masked kernel and
+  // makes d64's three-warpgroup kernel spill (docs/design/sm90.md).
   static constexpr bool kPartialBlockFirst =
       !kAllKeysVisible && !kVarlen && kClusterM_ == 1 && kShape_ == TileShape::kLong;
 
@@ -92,7 +92,7 @@ struct KernelTraits {
   static constexpr int kRegsP = kBlockN / 4;
 
   // Built and tested with two (ping-pong) and three consumer warpgroups; a four-warpgroup d64 build
-  // hung on the H200 (session 3 experiment, not investigated).
+  // hung on the H200 (not investigated).
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumer warpgroups");
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: multiples of 16 (wgmma k-steps of Q K^T, N of P V)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16 (P.V k-steps), at most 256 (TMA box, wgmma N)");

@@ -10,6 +10,7 @@
 #include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/cuda_check.hpp"
 #include "sm90/fwd/kernel_traits.cuh"
 #include "sm90/fwd/launch_args.hpp"
@@ -176,15 +177,15 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.cu_seqlens_q = p.cu_seqlens_q;
   k.cu_seqlens_k = p.cu_seqlens_k;
   k.seqused_k = p.seqused_k;
-  k.mask = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
+  k.mask = call_mask(p);
   k.mask_align = p.mask_align;
-  k.scale = p.effective_scale();
-  k.scale_log2 = k.scale * attn::kLog2e;
-  k.has_softcap = p.softcap > 0.0f;
-  if (k.has_softcap) {
-    k.softcap_over_scale = p.softcap / k.scale;
-    k.scale_over_softcap = k.scale / p.softcap;
-  }
+  // The score transform of the call (sm90_supports() refuses ALiBi, so it is the same for every
+  // sequence and head), with the scale folded into exp2 and the softcap in dot units.
+  const attn::ScoreTransform transform = attn::make_score_transform(p, 0, 0, p.seqlen_q, p.seqlen_k);
+  k.scale = transform.scale;
+  k.scale_log2 = transform.scale * attn::kLog2e;
+  k.has_softcap = transform.softcap > 0.0f;
+  k.softcap = transform.dot_softcap();
   return unit->launch(a, stream);
 }
 

@@ -241,7 +241,7 @@ struct Consumer {
   // A K/V stage: in the cluster kernel both CTAs' producers write it (multicast), so the release
   // goes to the stage's barrier in both CTAs: this CTA's with a plain arrival at the barrier's own
   // address, the peer's at that address plus peer_shift. (Mapping both ranks' addresses with mapa
-  // at each release cost ~4 instructions per release in the d128 long kernel's SASS, session 11.)
+  // at each release costs ~4 more instructions per release.)
   __device__ void release_stage(uint64_t* bar) const {
     static_assert(Traits::kClusterM <= 2, "release_stage: one peer CTA at most");
     if (lane != 0) return;
@@ -302,7 +302,7 @@ struct Consumer {
   // `mask`: the tile's sequence's (Scheduler::mask); keys past the sequence's end are invisible there.
   template <bool kMasked = true>
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
-    if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap_over_scale, params.scale_over_softcap);
+    if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap);
     if constexpr (!kMasked) return;
     const int key_first = n_block * kBlockN;
     if (!mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
@@ -319,8 +319,8 @@ struct Consumer {
   // the warp at columns 2t and 2t + 8 of the k-step, B = K key 8j + g at the same columns.
   // Tiles are [Dqk/64][rows][64] with the 128-byte swizzle: the 16-byte unit u of row r lies at unit
   // u ^ (r % 8) of the row (chunks start 1024-byte aligned), and r % 8 = g for every row read here.
-  // Why not cheaper: a second wgmma issue made the d128 long kernels spill 44-104 bytes (session 14);
-  // ldmatrix fragments, or mma.sync accumulating straight into s, spilled 20-32 bytes there.
+  // Why not cheaper: a second wgmma issue makes the d128 long kernels spill 44-104 bytes;
+  // ldmatrix fragments, or mma.sync accumulating straight into s, 20-32 bytes.
   __device__ void recompute_scores(float* s) const {
     using Element = typename Traits::Element;
     const int g = lane >> 2, t = lane & 3;
@@ -400,7 +400,7 @@ struct Consumer {
         softmax.commit_block(block_sum);
       }
     }
-    pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
+    pin_before_wait(softmax.row[0].sum, softmax.row[1].sum);
     // P_{n+1} V_{n+1} retired: release V, then O and P may be rewritten.
     ptx::wgmma_wait<0>();
     ptx::fence_registers<kAccO>(o);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 
 namespace flashcore::sm90 {
 
@@ -33,12 +34,10 @@ struct KernelParams {
   // p = exp2(dot * scale_log2 - max_dot * scale_log2), scale_log2 = scale * kLog2e.
   float scale = 1.0f;
   float scale_log2 = 1.0f;
-  // Softcap in dot units: dot <- softcap_over_scale * tanh(dot * scale_over_softcap), which equals
-  // ScoreTransform's softcap * tanh(scale * dot / softcap) divided by scale.
+  // The softcap in dot units (attn::ScoreTransform::dot_softcap), applied when has_softcap.
   bool has_softcap = false;
   bool always_rescale_o = true;  // false: rescale O only when some row's max moved (tile_config.hpp)
-  float softcap_over_scale = 0.0f;
-  float scale_over_softcap = 0.0f;
+  attn::DotSoftcap softcap;
 
   // Per-sequence lengths (device pointers, or null), read only by the kVarlen kernels
   // (kernel_traits.cuh): cu_seqlens_q/k pack the sequences along one token axis of the q/o and k/v

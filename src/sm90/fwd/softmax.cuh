@@ -3,38 +3,32 @@
 // one FFMA before exp2 (params.hpp).
 #pragma once
 
-#include <cfloat>
 #include <cmath>
 
 #include "attention/mask.hpp"
 #include "attention/quad_reduce.cuh"
-#include "attention/rescale.hpp"
+#include "attention/softmax_state.hpp"
 #include "common/host_device.hpp"
 #include "ptx/math.hpp"
 #include "sm90/common/fragment.cuh"
 
 namespace flashcore::sm90 {
 
+// The online softmax of a consumer thread's two rows (attention/softmax_state.hpp): running max in
+// exp2 units of the scaled dots, and this thread's part of each row's sum.
 struct OnlineSoftmax {
-  // Before a row's first visible key its running max is this finite stand-in for -inf: the
-  // threshold test stays false for an all-invisible block (-inf), exp2(dot * scale_log2 - max) of an
-  // invisible dot is exp2(-inf) = 0 (with -inf itself it would be -inf + inf = NaN), and the factor
-  // of the first move is exp2(kNoKeyYet - max) = 0. So no per-block test for "no key yet".
-  static constexpr float kNoKeyYet = -FLT_MAX;
+  static constexpr float kNoKeyYet = attn::SoftmaxState::kNoKeyYet;
   // 2^attn::kRescaleThresholdLog2: the largest p a block may leave without moving the max.
   static_assert(attn::kRescaleThresholdLog2 == float(int(attn::kRescaleThresholdLog2)), "a whole power of two");
   static constexpr float kRescaleThresholdP = float(1 << int(attn::kRescaleThresholdLog2));
-  float max_log2[2];  // running (possibly stale, see above) max of each row's visible dot * scale_log2
-  float row_sum[2];   // this thread's partial sum of exp2(dot * scale_log2 - max_log2)
+  attn::SoftmaxState row[2];
 
-  FC_DEVICE void init() {
-    max_log2[0] = max_log2[1] = kNoKeyYet;
-    row_sum[0] = row_sum[1] = 0.0f;
-  }
+  FC_DEVICE void init() { row[0] = row[1] = attn::SoftmaxState{}; }
+  FC_DEVICE void max_of_rows(float (&max_log2)[2]) const { max_log2[0] = row[0].max_log2, max_log2[1] = row[1].max_log2; }
 
   // Folds one block of scores in: moves the running max if the block's exceeds it by more than
   // attn::kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
-  // `o_factor` what the rows of O (and the sums) must be multiplied by (1 where the max stayed).
+  // `o_factor` what the rows of O must be multiplied by (1 where the max stayed).
   // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path): then the max of the
   // scaled dots is the scaled max of the dots. The max is kept in exp2 units so that a block costs
   // one multiply per row for it.
@@ -44,13 +38,12 @@ struct OnlineSoftmax {
     thread_row_max<kAcc>(s, block_max);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float block_log2 = attn::quad_max(block_max[r]) * scale_log2;  // -inf: nothing visible
-      const bool moved = block_log2 > max_log2[r] + attn::kRescaleThresholdLog2;
-      o_factor[r] = moved ? ptx::exp2_approx(max_log2[r] - block_log2) : 1.0f;
-      if (moved) max_log2[r] = block_log2;
-      row_sum[r] *= o_factor[r];
+      o_factor[r] = row[r].rescale_for_block(attn::quad_max(block_max[r]) * scale_log2);  // -inf: nothing visible
     }
-    exp2_rows<kAcc>(s, scale_log2, max_log2, row_sum);
+    float max_log2[2], sums[2] = {row[0].sum, row[1].sum};
+    max_of_rows(max_log2);
+    exp2_rows<kAcc>(s, scale_log2, max_log2, sums);
+    row[0].sum = sums[0], row[1].sum = sums[1];
   }
 
   // ---- The stale-max fast path (Consumer::overlap_step; tile_config.hpp, kStaleMaxSoftmax) ----------
@@ -78,13 +71,15 @@ struct OnlineSoftmax {
   template <int kAcc>
   FC_DEVICE bool exp_against_running_max(float* s, float scale_log2, float (&block_sum)[2]) const {
     block_sum[0] = block_sum[1] = 0.0f;
+    float max_log2[2];
+    max_of_rows(max_log2);
     exp2_rows<kAcc>(s, scale_log2, max_log2, block_sum);
     return block_sum[0] <= kStaleSumLimit && block_sum[1] <= kStaleSumLimit;  // false for NaN
   }
 
   FC_DEVICE void commit_block(const float (&block_sum)[2]) {
-    row_sum[0] += block_sum[0];
-    row_sum[1] += block_sum[1];
+    row[0].sum += block_sum[0];
+    row[1].sum += block_sum[1];
   }
 
   // Step 2 for a block that failed step 1 somewhere in the warp (every lane calls it). Returns false,
@@ -104,8 +99,8 @@ struct OnlineSoftmax {
       // floor(log2(p_max)) from the exponent field (p_max is normal here), and 2^-e built the same way
       const int e = moved ? (__float_as_int(p_max[r]) >> 23) - 127 : 0;
       o_factor[r] = __int_as_float((127 - e) << 23);
-      max_log2[r] += (float)e;
-      row_sum[r] = (row_sum[r] + block_sum[r]) * o_factor[r];
+      row[r].max_log2 += (float)e;
+      row[r].sum = (row[r].sum + block_sum[r]) * o_factor[r];
     }
     if (o_factor[0] != 1.0f || o_factor[1] != 1.0f) {
 #pragma unroll
@@ -115,15 +110,14 @@ struct OnlineSoftmax {
   }
 
   // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural
-  // log-sum-exp of the scaled scores (-inf for such a row). A row with a visible key has sum >= 1
-  // (the term of the key that set its max), so a zero sum means none; a NaN sum stays NaN.
-  FC_DEVICE void finalize(float (&inv_sum)[2], float (&lse)[2]) {
+  // log-sum-exp of the scaled scores (-inf for such a row; attn::SoftmaxState).
+  FC_DEVICE void finalize(float (&inv_sum)[2], float (&lse)[2]) const {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = attn::quad_sum(row_sum[r]);
-      const bool empty = sum == 0.0f;
-      inv_sum[r] = empty ? 0.0f : 1.0f / sum;
-      lse[r] = empty ? -INFINITY : max_log2[r] * attn::kLn2 + logf(sum);
+      attn::SoftmaxState total = row[r];
+      total.sum = attn::quad_sum(row[r].sum);
+      inv_sum[r] = total.inv_sum();
+      lse[r] = total.lse();
     }
   }
 };

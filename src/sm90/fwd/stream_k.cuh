@@ -45,8 +45,8 @@ struct StreamKPartials {
     for (int i = 0; i < Traits::kAccO; ++i) __stcg(base + i * kThreads, o[i]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      __stcg(base + (Traits::kAccO + r) * kThreads, sm.max_log2[r]);
-      __stcg(base + (Traits::kAccO + 2 + r) * kThreads, sm.row_sum[r]);
+      __stcg(base + (Traits::kAccO + r) * kThreads, sm.row[r].max_log2);
+      __stcg(base + (Traits::kAccO + 2 + r) * kThreads, sm.row[r].sum);
     }
     // Every thread's stores, then one release at GPU scope that carries them.
     ptx::named_barrier_sync(kWarpgroupBarrier + warpgroup, kThreads);
@@ -68,15 +68,12 @@ struct StreamKPartials {
     float own_factor[2], other_factor[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float other_max = __ldcg(base + (Traits::kAccO + r) * kThreads);
-      const float other_sum = __ldcg(base + (Traits::kAccO + 2 + r) * kThreads);
-      const float new_max = fmaxf(sm.max_log2[r], other_max);
-      // Both maxima in exp2 units; a row that has seen no visible key holds OnlineSoftmax::kNoKeyYet
-      // (finite), so its factor is exp2(-huge) = 0, or 1 with a sum of 0 when neither has one.
-      own_factor[r] = ptx::exp2_approx(sm.max_log2[r] - new_max);
-      other_factor[r] = ptx::exp2_approx(other_max - new_max);
-      sm.row_sum[r] = sm.row_sum[r] * own_factor[r] + other_sum * other_factor[r];
-      sm.max_log2[r] = new_max;
+      attn::SoftmaxState other;
+      other.max_log2 = __ldcg(base + (Traits::kAccO + r) * kThreads);
+      other.sum = __ldcg(base + (Traits::kAccO + 2 + r) * kThreads);
+      // A row that has seen no visible key holds kNoKeyYet (finite): its factor is exp2(-huge) = 0,
+      // or 1 with a sum of 0 when neither side has one.
+      sm.row[r].merge(other, own_factor[r], other_factor[r]);
     }
     // In chunks of 32 loads with a warp barrier between them: ptxas otherwise schedules the loads of
     // a d256 slot (128 floats per thread, next to O's 128) so early that the cluster kernel spilled

@@ -1,5 +1,6 @@
 // THE tuning table of the sm90 forward path: tile sizes, pipeline depth, register split and schedule
-// per (QK head dim, V head dim). Nothing else in src/sm90 hard-codes these numbers.
+// per (QK head dim, V head dim). Every pair that cmake/KernelList.cmake declares for sm90 needs an
+// entry (the build fails otherwise). Nothing else in src/sm90 hard-codes these numbers.
 //
 // Fixed by the kernel's structure (not tunable here):
 //   * one producer warpgroup + kConsumerWarpgroups consumer warpgroups of 64 query rows each, so
@@ -18,73 +19,37 @@
 
 namespace flashcore::sm90 {
 
-// kAlwaysRescaleO: rescale O after every KV block (true) or only when some row's running max moved
-// (false; a warp-uniform vote, exact either way). The max moves only by more than 2^4 (softmax.cuh,
-// since session 10), so with the vote a warp rarely rescales after its first block.
-// FLASHCORE_SM90_RESCALE=always|vote overrides it.
-// kEpilogueTma: O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
-// otherwise each thread stores its fragment directly.
-// kClusterM: 2 runs non-causal, window-free dense calls whose query-block count is even on clusters
-// of two CTAs (adjacent query blocks of one head) that share each K/V block: each CTA loads half of
-// its 64-column chunks and multicasts them to both, so L2 serves every K/V byte once per pair
-// (mainloop.cuh), from kClusterMinSeqlenK keys on. Other calls, and 1, use one CTA per tile.
-// FLASHCORE_SM90_CLUSTER=off disables it, =on uses it whatever the length.
-// Needs head dims that are whole multiples of 128 (an even number of 64-column chunks).
-// kQStages: Q buffers (1 or 2). With 2, the producer loads the next tile's Q into the other buffer
-// while the current tile still reads its own, instead of after the current tile's last Q K^T.
-// H200, fp16, A/B of one against two buffers (bench/results/2026-11-24-h200-session5-q-buffers):
-// d128 causal S=1k 385-386 -> 394 (+2 %), other d128 rows unchanged. d64 (session 6, four rounds,
-// bench/results/2026-11-24-h200-session6-d64-q-buffers): S=1k 351-355 -> 361-363, S=2k 421-424 ->
-// 431-433, S=4k 453-457 -> 457-469, S=8k 470-494 -> 497-498, causal +1-2 %. (Session 5 had kept one
-// for d64 on a lower S=8k, but that row jumps between two levels with any one binary.) Needs room
-// for a second Q tile: 192/128 and d256 have none.
-// kAltBlockN (0 = none): a second kBlockN compiled for tuning comparisons, picked at run time with
-// FLASHCORE_SM90_BLOCK_N=<n> (serial schedule); the default is always kBlockN.
-// kDenseBlockN: kBlockN of the kernel for calls in which every query row sees every key (no causal
-// mask, no window). Its main loop has no mask code at all (the one block that can hold the Sk tail is
-// each tile's first, masked in the prologue), which frees registers: d64 fits kBlockN 128 there.
-// H200, fp16, same-call A/B (bench/results/2026-11-24-h200-session7-blockn176): the mask-free loop
-// alone +1-1.5 % on d128 (S=16k 602-605 -> 612, S=1k 544 -> 552); d64 at 128 instead of 96 +9 %
-// at S=1k (366 -> 400) and +6-14 % at S=8k (464-504 -> 531-535). d128 at 176 (fits too) is slower:
-// S=16k 612 -> 602, S=1k 552 -> 501.
-// kVarlenBlockN: kBlockN of the kVarlen kernel (per-sequence lengths), which keeps more state live
-// (d64: 128 spills 40 bytes there, so it keeps 96).
-// kClusterMinSeqlenK: the cluster kernel only from this many keys on. Below it the two CTAs' lockstep
-// costs more than the L2 traffic it saves (same A/B, d128: S=1k 552 -> 565 without the cluster, S=4k
-// +1 %, but S=8k -1 %, S=16k -1.5 %).
-// kStreamKTail: calls whose tiles are all equally long split the last waves' tiles along KV when
-// the last wave is partial (stream_k.hpp), by default; false: only with FLASHCORE_SM90_STREAM_K=on.
-// H200, fp16, same binary, two rounds (bench/results/2026-11-24-h200-session9-stream-k): d64 +1 to
-// +3 % (S=1k 409 -> 414, S=4k 517 -> 529, S=8k 514 -> 530 in the low-level round), d128 +0.4 to
-// +1.5 % (S=2k 625 -> 635, S=16k 626 -> 629); d256 lost (S=1k 584 -> 571, S=2k -0.7 %, S=8k / 16k
-// -3 % in one round of two). The H200 is power-limited: SMs idle in a partial last wave let the
-// others clock higher, so the tail wins less than its idle-SM share, and the partials' 17 MB of
-// fp32 traffic per d256 call cost more than that.
-// kBroadcastWarpIndex: the kernel takes its warpgroup and warp index from lane 0 (__shfl_sync), so
-// the compiler knows they are warp-uniform and keeps what derives from them in uniform registers:
-// the Q descriptor of each Q K^T k-step becomes one uniform 64-bit add instead of a 64-bit add in
-// regular registers and two register-to-uniform moves (d128 long dense kernel, SASS: IMAD 537 ->
-// 160, LOP3 336 -> 179, R2UR 74 -> 55). H200, fp16, same-call A/B, three rounds
-// (bench/results/2026-11-24-h200-session10, run5): d128 S=1k 590-592 -> 613-614, S=4k 682 -> 712,
-// S=16k 648-651 -> 669-677, bf16 667-673 -> 690-692, causal S=1k 434-436 -> 444-447, causal S=16k
-// 606-607 -> 647-649; d256 S=8k and causal within +0.6 %. d64 loses (six rounds, run6: dense
-// S=2k 495-506 -> 477-489, S=4k 535-539 -> 499-512, S=8k 530-566 -> 507-531, S=16k 515-553 ->
-// 488-500; causal S=8k even): its SASS moves more work to the uniform datapath (UIADD3 102 -> 252,
-// UIMAD and UISETP about 110 each, absent from the top of the count before; not profiled
-// further), so d64 keeps the plain index.
-// kStaleMaxSoftmax: the overlap schedule's fully visible KV blocks (after a tile's first) skip the
-// block max and exponentiate against the row's running max as it stands, settling the block only in
-// a warp where some p went past 1024 (softmax.cuh, OnlineSoftmax steps 1-3). Exact either way; false:
-// every block takes the exact update; compiling with -DFLASHCORE_SM90_STALE_MAX=0 (e.g. through
-// CMAKE_CUDA_FLAGS) turns it off everywhere, for A/B builds. kStaleMaxMasked: also in the masked
-// kernels' loop (causal, window, varlen), next to the exact update their partly visible blocks keep;
-// d64's three-warpgroup masked kernel (160 registers, O 32 + S 64 + P 32) spilled 68 bytes with
-// both, so d64 has it in its mask-free kernel only. H200, fp16 unless named, same-call A/B against
-// the exact update everywhere (bench/results/2026-11-24-h200-session15, two rounds for d128, four
-// for d64 / d256): d128 S=16k 695 -> 716-719, bf16 722-725 -> 742, causal 639-643 -> 664-670, bf16
-// causal 668-670 -> 692-693, S=4k 701-702 -> 717, S=1k 581-582 -> 590-591, causal S=1k 405-407 ->
-// 416-417; d64 S=4k 536-539 -> 547-551, S=8k 562-563 -> 563-580, S=1k 413-416 -> 422-424; d256
-// S=8k 778-780 -> 769-784 (-0.4 % on average), S=4k +0.6 %, S=1k +1 %, causal even.
+// The fields of a TileConfig (each choice's measured reason: docs/design/sm90.md):
+//   kConsumerWarpgroups, kBlockN, kStages, kQStages   the tile: 64 query rows per consumer
+//       warpgroup, kBlockN keys per KV block, K/V ring depth, Q buffers (2: the next tile's Q loads
+//       while the current tile still reads its own; needs the shared memory of a second Q tile);
+//   kDenseBlockN / kVarlenBlockN   kBlockN of the kernel for calls in which every query row sees
+//       every key (its main loop has no mask code, which frees registers) / of the varlen kernel
+//       (which keeps more state live);
+//   kSchedule   the consumer's GEMM/softmax order (Schedule below);
+//   kAltBlockN, kAltStages   a second kBlockN built for tuning comparisons only, serial schedule
+//       (FLASHCORE_BUILD_TUNING_KERNELS; ForwardOverrides::block_n picks it); 0 = none;
+//   kProducerRegs, kConsumerRegs   the setmaxnreg split (see the budget above);
+//   kAlwaysRescaleO   rescale O after every KV block (true) or only when some row's running max
+//       moved (false; a warp-uniform vote; exact either way);
+//   kEpilogueTma   O leaves through a swizzled shared-memory tile and a TMA store (epilogue.cuh);
+//       otherwise each thread stores its fragment directly;
+//   kClusterM, kClusterMinSeqlenK   2: calls in which every row sees every key and whose query-block
+//       count is even run, from kClusterMinSeqlenK keys on, on clusters of two CTAs (adjacent query
+//       blocks of one head) that share each K/V block: each CTA loads half of its 64-column chunks
+//       and multicasts them to both (mainloop.cuh). Needs head dims that are multiples of 128;
+//   kLongMinSeqlenK, kShortMaskedBelowSeqlenK   from / below this many keys a call takes the head
+//       dim's long / short tile shape (TileShape below); 0 = the head dim has none;
+//   kStreamKTail   calls whose tiles are all equally long split the last waves' tiles along KV when
+//       the last wave is partial (attention/stream_k.hpp); false: only when ForwardOverrides asks;
+//   kBroadcastWarpIndex   the kernel takes its warpgroup and warp index from lane 0 (__shfl_sync),
+//       so the compiler knows they are warp-uniform and keeps what derives from them (the Q
+//       descriptor of each Q K^T k-step) in uniform registers;
+//   kStaleMaxSoftmax, kStaleMaxMasked   the overlap schedule's fully visible KV blocks (after a
+//       tile's first) skip the block max and exponentiate against the row's running max as it
+//       stands, settling the block only in a warp where some p went past 1024 (softmax.cuh); exact
+//       either way. kStaleMaxMasked: also in the masked kernels' loop (causal, window, varlen).
+//       Compiling with -DFLASHCORE_SM90_STALE_MAX=0 turns it off everywhere (A/B builds).
 //
 // How a consumer warpgroup orders its GEMMs and softmax.
 enum class Schedule : int {
@@ -113,21 +78,10 @@ inline constexpr bool kStaleMaxBuilt = FLASHCORE_SM90_STALE_MAX != 0;
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
-// Choices below were measured on an H200 (docs/perf-notes.md, sm90 section, 2026-11-22): every head
-// dim runs fastest with the overlap schedule; d128 at kBlockN 128 with ping-pong, d64 with three
-// consumer warpgroups, d256 at kBlockN 80 (spill-free since the k-step descriptors are derived per
-// call, mainloop.cuh).
-// d64: three consumer warpgroups (kBlockM = 192) with kBlockN = 96 and the overlap schedule (no
-// ping-pong: that pairs exactly two warpgroups). At d64 the softmax costs about as much issue time as
-// both GEMMs, so a third warpgroup and the intra-warpgroup overlap keep the tensor cores fed; 160
-// registers per consumer hold O (32) + S, next S (48 each) + P (24) without spills. H200, B*S = 16k,
-// H = 32: non-causal S=8k 393 -> 482 TFLOPS (fp16), S=2k 350 -> 417, causal S=2k 287 -> 353, but
-// causal S=8k 356 -> 340 (the previous 2 x 64 rows, kBlockN 192 serial config kept that row higher).
-// Session 7: kBlockN 128 once the mask code left the dense loop (kDenseBlockN) and took the relative
-// form (softmax.cuh, apply_mask) in the masked one: dense S=1k 361 -> 405, S=8k 492-498 -> 511-515;
-// causal S=4k 416 -> 427, S=8k 462 -> 480, S=16k 455-458 -> 469-504, but S=1k 246 -> 244, S=2k
-// 363 -> 356 (bench/results/2026-11-24-h200-session7-*). Masked calls below 2048 keys now take the
-// short shape below instead.
+// d64: three consumer warpgroups (kBlockM 192) at kBlockN 128 with the overlap schedule (no
+// ping-pong: that pairs exactly two warpgroups): at d64 the softmax costs about as much issue time as
+// both GEMMs, so a third warpgroup keeps the tensor cores fed. 160 registers per consumer hold O (32)
+// + S, next S (64 each) + P (32) without spills only with the relative mask (softmax's apply_mask).
 template <>
 struct TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 3;
@@ -141,9 +95,6 @@ struct TileConfig<64, 64> {
   static constexpr int kAltStages = 3;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 160;
-  // The vote since the rescale threshold (session 10, H200, three rounds against always rescaling
-  // with the old max rule): S=1k 400-404 -> 408-410, S=8k 508-541 -> 515-553, causal S=8k 467-474 ->
-  // 474-478. Before it, rescaling every block was faster (S=8k 417.3 vs 410.0, session 1).
   static constexpr bool kAlwaysRescaleO = false;
   static constexpr bool kEpilogueTma = true;
   static constexpr int kClusterM = 1;
@@ -151,17 +102,14 @@ struct TileConfig<64, 64> {
   static constexpr int kLongMinSeqlenK = 0;
   static constexpr int kShortMaskedBelowSeqlenK = 2048;
   static constexpr bool kStreamKTail = true;
-  static constexpr bool kBroadcastWarpIndex = false;
+  static constexpr bool kBroadcastWarpIndex = false;  // slower at d64: more work on the uniform datapath
   static constexpr bool kStaleMaxSoftmax = kStaleMaxBuilt;
-  static constexpr bool kStaleMaxMasked = false;
+  static constexpr bool kStaleMaxMasked = false;  // the masked kernel spills 68 bytes with it (160 registers)
 };
 
-// d64, short masked calls (session 7): two consumer warpgroups (kBlockM 128, ping-pong, 240
-// registers) at kBlockN 128, O rescaled after every block. A causal tile of 192 rows makes its lower
-// warpgroups iterate over blocks only the top one needs, and the last tile of S=1k holds 64 valid
-// rows of 192. H200, fp16, B*S = 16k, H = 32, three rounds against three warpgroups: causal S=1k
-// 243-245 -> 266 (vote: 262-264), but causal S=2k 357 -> 333 and every dense row 12-25 % slower
-// (bench/results/2026-11-24-h200-session7-d64-two-wg), hence only masked calls below 2048 keys.
+// d64, short masked calls: two consumer warpgroups (kBlockM 128, ping-pong, 240 registers). A causal
+// tile of 192 rows makes its lower warpgroups iterate over blocks only the top one needs; two
+// warpgroups lose on every other call, hence only masked calls below 2048 keys.
 template <>
 struct TileConfig<64, 64, TileShape::kShort> : TileConfig<64, 64> {
   static constexpr int kConsumerWarpgroups = 2;
@@ -170,7 +118,7 @@ struct TileConfig<64, 64, TileShape::kShort> : TileConfig<64, 64> {
   static constexpr int kQStages = 2;  // Q 2 x 16 KiB + K/V 96 KiB + O staging 16 KiB
   static constexpr int kAltBlockN = 0;
   static constexpr int kConsumerRegs = 240;
-  static constexpr bool kAlwaysRescaleO = true;  // causal S=1k: the vote 261-263 vs 262-264 (session 10)
+  static constexpr bool kAlwaysRescaleO = true;
 };
 
 template <>
@@ -198,16 +146,9 @@ struct TileConfig<128, 128> {
   static constexpr bool kStaleMaxMasked = true;
 };
 
-// d128, long calls (session 7): three consumer warpgroups (kBlockM 192, overlap without ping-pong,
-// as d64) at kBlockN 80, which fits 160 registers (O 64 + S, next S 40 each + P 20; 96 spills 48
-// bytes in the mask-free loop). More independent softmax work per scheduler than two warpgroups'
-// ping-pong, at the cost of longer tiles. H200, B=4 H=32, same binary, three rounds against the
-// two-warpgroup kernels: fp16 S=8k 596-602 -> 617, S=16k 613-614 -> 628-635, bf16 S=8k 619-620 ->
-// 636-641, S=16k 633 -> 648-652; causal S=16k fp16 574-581 -> 591-592, bf16 599-600 -> 613-615.
-// At S=4k causal -3 %, at S=2k dense -2-2.5 %, S=1k -10 %: hence the threshold
-// (bench/results/2026-11-24-h200-session7-d128-three-wg, -causal-three-wg). Calls with a left window
-// edge keep the default shape (not measured). Shared memory: Q 48 + 3 x 40 KiB of K/V + 48 KiB of O
-// staging = 216 KiB.
+// d128, long calls (>= 8192 keys, no left window edge): three consumer warpgroups (kBlockM 192,
+// overlap without ping-pong) at kBlockN 80, which fits 160 registers (O 64 + S, next S 40 each + P
+// 20; 96 spills in the mask-free loop). Shared memory: Q 48 + 3 x 40 KiB of K/V + 48 KiB of O staging.
 template <>
 struct TileConfig<128, 128, TileShape::kLong> : TileConfig<128, 128> {
   static constexpr int kConsumerWarpgroups = 3;
@@ -219,11 +160,8 @@ struct TileConfig<128, 128, TileShape::kLong> : TileConfig<128, 128> {
   static constexpr int kConsumerRegs = 160;
 };
 
-// d256: the overlap schedule at kBlockN 80 (O alone is 128 registers; ptxas spilled 68-88 bytes
-// until the k-step descriptors stopped being hoisted out of the KV loop, now 0): H200, B*S = 16k,
-// H = 8, S=8k: fp16 595 -> 665 TFLOPS, bf16 631 -> 685, causal 532 -> 565 / 544 -> 575 against the
-// spill-free serial schedule in the same run (then with the spill); kBlockN 64 measured 648 / 678 /
-// 546 / 557. With the softmax pinned under P V and no spill (session 3): fp16 710-751, causal 621.
+// d256: the overlap schedule at kBlockN 80 (O alone is 128 registers per consumer thread; spill-free
+// because the k-step descriptors are derived where they are used, sm90/common/gemm.cuh).
 template <>
 struct TileConfig<256, 256> {
   static constexpr int kConsumerWarpgroups = 2;
@@ -249,9 +187,8 @@ struct TileConfig<256, 256> {
   static constexpr bool kStaleMaxMasked = true;
 };
 
-// d96 and 192/128 (2026-11-22): not tuned by measurement yet; both take d128's shape (kBlockN 128,
-// overlap + ping-pong), whose fragments they fit with room to spare or exactly. Registers and
-// timings: docs/perf-notes.md, sm90 section.
+// d96 and 192/128: d128's shape (kBlockN 128, overlap + ping-pong), whose fragments they fit; not
+// tuned by measurement.
 //   d96: Q/K/V tiles are 128 columns wide in shared memory (96 + 32 zero columns), so shared memory
 //   is d128's; S = Q K^T runs 6 k-steps, O += P V is one m64n96 wgmma (O: 48 fp32 per thread).
 template <>

@@ -1,4 +1,4 @@
-// The sm90 scheduler's tile order (src/sm90/tile_order.hpp), the exact code the kernel walks:
+// The sm90 scheduler's tile order (src/attention/tile_order.hpp), the exact code the kernel walks:
 // every tile exactly once, and the static balance of the snake assignment (scheduler.cuh) on the
 // standard causal shapes, with the tile sizes of the tuning table.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The sm90 scheduler's head-group size (src/sm90/head_groups.hpp): one head for equal tiles; the L2
+// The sm90 scheduler's head-group size (src/attention/head_groups.hpp): one head for equal tiles; the L2
 // budget and the two-wave rule for causal / windowed launches; the clamps.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The stream-K tail's partition (src/sm90/stream_k.hpp), the exact code the kernel walks: with the
+// The stream-K tail's partition (src/attention/stream_k.hpp), the exact code the kernel walks: with the
 // whole-tile waves before it, every KV block of every tile exactly once; a split tile's first part
 // (in visit order) is written by CTA c as the first item of its share and merged by CTA c + 1 as
 // the last item of its share; and the plan's rule for when a tail pays.

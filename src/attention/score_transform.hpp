@@ -1,0 +1,88 @@
+// The score of a (query, key) pair as one small functor shared by the CPU reference, the naive GPU
+// reference, the sm80 path and the sm90 path, so every path computes one function:
+//
+//   score(i, j) = alibi(softcap(scale * <q_i, k_j>))
+//   softcap(x)  = c * tanh(x / c)                      (c > 0; off otherwise)
+//   alibi(s)    = s - slope_h * |i + Sk - Sq - j|      (bottom-right aligned; off when slope is 0)
+#pragma once
+
+#include <cmath>
+
+#include "attention/constants.hpp"
+#include "common/host_device.hpp"
+#include "flashcore/flashcore.hpp"
+
+namespace flashcore::attn {
+
+// softcap(scale * dot) / scale as a function of dot: dot -> softcap_over_scale * tanh(dot *
+// scale_over_softcap). Kernels that fold the scale into exp2 apply this to their accumulators.
+struct DotSoftcap {
+  float softcap_over_scale = 0.0f;
+  float scale_over_softcap = 0.0f;
+  FC_HOST_DEVICE float apply(float dot) const { return softcap_over_scale * tanhf(dot * scale_over_softcap); }
+};
+
+// score = alibi(softcap(scale * dot)). Kernels fold kLog2e after this transform.
+struct ScoreTransform {
+  float scale = 1.0f;
+  float softcap = 0.0f;     // 0: off
+  float alibi_slope = 0.0f; // 0: off
+  int alibi_offset = 0;     // Sk - Sq of this sequence (ALiBi is always bottom-right aligned)
+
+  FC_HOST_DEVICE float apply(float dot, int i, int j) const {
+    float s = dot * scale;
+    if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+    if (alibi_slope != 0.0f) {
+      const int dist = i + alibi_offset - j;
+      s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
+    }
+    return s;
+  }
+  // The same in double, for the fp64 CPU reference.
+  double apply(double dot, int i, int j) const {
+    double s = dot * (double)scale;
+    if (softcap > 0.0f) s = (double)softcap * std::tanh(s / (double)softcap);
+    if (alibi_slope != 0.0f) {
+      const long long dist = (long long)i + alibi_offset - j;
+      s -= (double)alibi_slope * (double)(dist < 0 ? -dist : dist);
+    }
+    return s;
+  }
+
+  // The softcap in the units of the dot product, for kernels that keep scores as dots and fold the
+  // scale into exp2: softcap(scale * dot) / scale (DotSoftcap).
+  FC_HOST_DEVICE DotSoftcap dot_softcap() const {
+    DotSoftcap c;
+    if (softcap > 0.0f) {
+      c.softcap_over_scale = softcap / scale;
+      c.scale_over_softcap = scale / softcap;
+    }
+    return c;
+  }
+
+  // d softcap(x) / dx at x = scale * dot, from the capped value y = softcap(x): 1 - (y / softcap)^2
+  // (1 without a softcap). The backward's dS carries this factor.
+  FC_HOST_DEVICE float softcap_derivative(float capped) const {
+    if (!(softcap > 0.0f)) return 1.0f;
+    const float t = capped / softcap;
+    return 1.0f - t * t;
+  }
+  double softcap_derivative(double capped) const {
+    if (!(softcap > 0.0f)) return 1.0;
+    const double t = capped / (double)softcap;
+    return 1.0 - t * t;
+  }
+};
+
+// The score transform of one (sequence, head).
+FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
+                                                   int seqlen_q, int seqlen_k) {
+  ScoreTransform t;
+  t.scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
+  t.softcap = p.softcap;
+  if (p.alibi_slopes != nullptr) t.alibi_slope = p.alibi_slopes[b * p.alibi_batch_stride + h];
+  t.alibi_offset = seqlen_k - seqlen_q;
+  return t;
+}
+
+}  // namespace flashcore::attn
