@@ -400,7 +400,7 @@ struct Consumer {
         softmax.commit_block(block_sum);
       }
     }
-    pin_before_wait(softmax.row[0].sum, softmax.row[1].sum);
+    pin_before_wait(softmax.row_sum[0], softmax.row_sum[1]);
     // P_{n+1} V_{n+1} retired: release V, then O and P may be rewritten.
     ptx::wgmma_wait<0>();
     ptx::fence_registers<kAccO>(o);

@@ -14,21 +14,28 @@
 
 namespace flashcore::sm90 {
 
-// The online softmax of a consumer thread's two rows (attention/softmax_state.hpp): running max in
-// exp2 units of the scaled dots, and this thread's part of each row's sum.
+// The online softmax of a consumer thread's two rows: per row an attn::SoftmaxState (running max in
+// exp2 units of the scaled dots, this thread's part of the sum), held as two arrays so that
+// exp2_rows and the stale-max steps work on both rows at once; every rule of the state (threshold,
+// no key yet, merge, lse) is attn::SoftmaxState's.
 struct OnlineSoftmax {
   static constexpr float kNoKeyYet = attn::SoftmaxState::kNoKeyYet;
   // 2^attn::kRescaleThresholdLog2: the largest p a block may leave without moving the max.
   static_assert(attn::kRescaleThresholdLog2 == float(int(attn::kRescaleThresholdLog2)), "a whole power of two");
   static constexpr float kRescaleThresholdP = float(1 << int(attn::kRescaleThresholdLog2));
-  attn::SoftmaxState row[2];
+  float max_log2[2];  // SoftmaxState::max_log2 of each row (possibly stale)
+  float row_sum[2];   // SoftmaxState::sum of each row: this thread's part
 
-  FC_DEVICE void init() { row[0] = row[1] = attn::SoftmaxState{}; }
-  FC_DEVICE void max_of_rows(float (&max_log2)[2]) const { max_log2[0] = row[0].max_log2, max_log2[1] = row[1].max_log2; }
+  FC_DEVICE void init() {
+    max_log2[0] = max_log2[1] = kNoKeyYet;
+    row_sum[0] = row_sum[1] = 0.0f;
+  }
+  FC_DEVICE attn::SoftmaxState state(int r) const { return {max_log2[r], row_sum[r]}; }
+  FC_DEVICE void set_state(int r, const attn::SoftmaxState& st) { max_log2[r] = st.max_log2, row_sum[r] = st.sum; }
 
   // Folds one block of scores in: moves the running max if the block's exceeds it by more than
   // attn::kRescaleThresholdLog2, turns s into unnormalized probabilities in place, and returns in
-  // `o_factor` what the rows of O must be multiplied by (1 where the max stayed).
+  // `o_factor` what the rows of O (and the sums) must be multiplied by (1 where the max stayed).
   // Needs scale_log2 > 0 (sm90_supports() sends other scales to the sm80 path): then the max of the
   // scaled dots is the scaled max of the dots. The max is kept in exp2 units so that a block costs
   // one multiply per row for it.
@@ -38,12 +45,11 @@ struct OnlineSoftmax {
     thread_row_max<kAcc>(s, block_max);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      o_factor[r] = row[r].rescale_for_block(attn::quad_max(block_max[r]) * scale_log2);  // -inf: nothing visible
+      attn::SoftmaxState row = state(r);
+      o_factor[r] = row.rescale_for_block(attn::quad_max(block_max[r]) * scale_log2);  // -inf: nothing visible
+      set_state(r, row);
     }
-    float max_log2[2], sums[2] = {row[0].sum, row[1].sum};
-    max_of_rows(max_log2);
-    exp2_rows<kAcc>(s, scale_log2, max_log2, sums);
-    row[0].sum = sums[0], row[1].sum = sums[1];
+    exp2_rows<kAcc>(s, scale_log2, max_log2, row_sum);
   }
 
   // ---- The stale-max fast path (Consumer::overlap_step; tile_config.hpp, kStaleMaxSoftmax) ----------
@@ -71,15 +77,13 @@ struct OnlineSoftmax {
   template <int kAcc>
   FC_DEVICE bool exp_against_running_max(float* s, float scale_log2, float (&block_sum)[2]) const {
     block_sum[0] = block_sum[1] = 0.0f;
-    float max_log2[2];
-    max_of_rows(max_log2);
     exp2_rows<kAcc>(s, scale_log2, max_log2, block_sum);
     return block_sum[0] <= kStaleSumLimit && block_sum[1] <= kStaleSumLimit;  // false for NaN
   }
 
   FC_DEVICE void commit_block(const float (&block_sum)[2]) {
-    row[0].sum += block_sum[0];
-    row[1].sum += block_sum[1];
+    row_sum[0] += block_sum[0];
+    row_sum[1] += block_sum[1];
   }
 
   // Step 2 for a block that failed step 1 somewhere in the warp (every lane calls it). Returns false,
@@ -99,8 +103,8 @@ struct OnlineSoftmax {
       // floor(log2(p_max)) from the exponent field (p_max is normal here), and 2^-e built the same way
       const int e = moved ? (__float_as_int(p_max[r]) >> 23) - 127 : 0;
       o_factor[r] = __int_as_float((127 - e) << 23);
-      row[r].max_log2 += (float)e;
-      row[r].sum = (row[r].sum + block_sum[r]) * o_factor[r];
+      max_log2[r] += (float)e;
+      row_sum[r] = (row_sum[r] + block_sum[r]) * o_factor[r];
     }
     if (o_factor[0] != 1.0f || o_factor[1] != 1.0f) {
 #pragma unroll
@@ -110,12 +114,13 @@ struct OnlineSoftmax {
   }
 
   // Totals over the quad; returns per row 1/sum (0 for a row with no visible key) and the natural
-  // log-sum-exp of the scaled scores (-inf for such a row; attn::SoftmaxState).
+  // log-sum-exp of the scaled scores (-inf for such a row). A row with a visible key has sum >= 1
+  // (the term of the key that set its max), so a zero sum means none; a NaN sum stays NaN.
   FC_DEVICE void finalize(float (&inv_sum)[2], float (&lse)[2]) const {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      attn::SoftmaxState total = row[r];
-      total.sum = attn::quad_sum(row[r].sum);
+      attn::SoftmaxState total = state(r);
+      total.sum = attn::quad_sum(row_sum[r]);
       inv_sum[r] = total.inv_sum();
       lse[r] = total.lse();
     }

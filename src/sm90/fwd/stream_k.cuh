@@ -45,8 +45,8 @@ struct StreamKPartials {
     for (int i = 0; i < Traits::kAccO; ++i) __stcg(base + i * kThreads, o[i]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      __stcg(base + (Traits::kAccO + r) * kThreads, sm.row[r].max_log2);
-      __stcg(base + (Traits::kAccO + 2 + r) * kThreads, sm.row[r].sum);
+      __stcg(base + (Traits::kAccO + r) * kThreads, sm.max_log2[r]);
+      __stcg(base + (Traits::kAccO + 2 + r) * kThreads, sm.row_sum[r]);
     }
     // Every thread's stores, then one release at GPU scope that carries them.
     ptx::named_barrier_sync(kWarpgroupBarrier + warpgroup, kThreads);
@@ -68,12 +68,13 @@ struct StreamKPartials {
     float own_factor[2], other_factor[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      attn::SoftmaxState other;
+      attn::SoftmaxState row = sm.state(r), other;
       other.max_log2 = __ldcg(base + (Traits::kAccO + r) * kThreads);
       other.sum = __ldcg(base + (Traits::kAccO + 2 + r) * kThreads);
       // A row that has seen no visible key holds kNoKeyYet (finite): its factor is exp2(-huge) = 0,
       // or 1 with a sum of 0 when neither side has one.
-      sm.row[r].merge(other, own_factor[r], other_factor[r]);
+      row.merge(other, own_factor[r], other_factor[r]);
+      sm.set_state(r, row);
     }
     // In chunks of 32 loads with a warp barrier between them: ptxas otherwise schedules the loads of
     // a d256 slot (128 floats per thread, next to O's 128) so early that the cluster kernel spilled
