@@ -170,6 +170,43 @@ Status validate(const AttentionParams& params, cudaStream_t stream = nullptr);
 // is partial, 55-105 KiB per SM of fp32 partials at d64/d128 (docs/semantics.md, "Paths").
 Status attention_forward(const AttentionParams& params, cudaStream_t stream = nullptr);
 
+// ---------------------------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------------------------
+// The gradients of attention_forward for the call `forward` describes, given dO. `forward` is the
+// forward's parameter struct as it ran: its q, k, v are read, and so are its o and lse (the forward's
+// outputs, or any O and LSE the caller vouches for, e.g. ring attention's merged ones; lse is
+// required). With P = exp(S - lse) (docs/semantics.md): D = rowsum(dO * O), dV = P^T dO,
+// dS = P (dO V^T - D) (times the softcap's derivative), dQ = scale dS K, dK = scale dS^T Q; GQA sums
+// dK, dV over the query heads of a group; a row with no visible key contributes nothing.
+// dout has o's shape, dq q's, dk k's, dv v's; each has its own strides (batch, seq, head; the last
+// dimension contiguous), in forward.dtype. dq, dk, dv are overwritten entirely.
+struct BackwardParams {
+  AttentionParams forward;
+  const void* dout = nullptr;
+  int64_t dout_batch_stride = 0, dout_seq_stride = 0, dout_head_stride = 0;
+  void* dq = nullptr;
+  int64_t dq_batch_stride = 0, dq_seq_stride = 0, dq_head_stride = 0;
+  void* dk = nullptr;
+  int64_t dk_batch_stride = 0, dk_seq_stride = 0, dk_head_stride = 0;
+  void* dv = nullptr;
+  int64_t dv_batch_stride = 0, dv_seq_stride = 0, dv_head_stride = 0;
+  // Bitwise-equal gradients from run to run (the fp32 dQ accumulation in a fixed order). The CPU
+  // reference is always deterministic.
+  bool deterministic = false;
+};
+
+// dout, dq, dk, dv with the strides of o, q, k, v as `forward` has them.
+void set_grad_strides_like_forward(BackwardParams& params);
+
+// Checks every rule of the forward (validate()) plus the backward's own: lse, dout, dq, dk, dv
+// present, in range, element-aligned, and dq, dk, dv overlapping no other tensor. Writes nothing.
+Status validate_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
+
+// Computes dq, dk, dv. Paths with a backward today: the fp64 CPU reference (host pointers). Device
+// pointers get an Unsupported error naming what each GPU path lacks. On any error nothing is written.
+Status attention_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
+
 // Whether `path` can compute `params` on the current device (or on the host, for the CPU path),
 // and if not, why. `params` must already be valid (see validate()).
 struct Support {

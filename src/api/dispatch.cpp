@@ -140,4 +140,47 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
   return ops.run(params, info, stream);
 }
 
+// ---- Backward ------------------------------------------------------------------------------------
+
+namespace {
+
+// The backward's paths, fastest first.
+std::array<detail::BackwardOps, 1> backward_path_table() { return {detail::cpu_reference_backward_path()}; }
+
+// dout, dq, dk, dv must live where q does (query_device checked q, k, v, o, lse).
+Status check_gradient_placement(const BackwardParams& bp, const detail::DeviceInfo& info) {
+  const void* grads[] = {bp.dout, bp.dq, bp.dk, bp.dv};
+  const char* names[] = {"dout", "dq", "dk", "dv"};
+  for (int t = 0; t < 4; ++t) {
+    if (grads[t] == nullptr || !info.has_device) continue;
+    if (detail::is_host(detail::memory_of(grads[t])) != info.pointers_on_host) {
+      return Status::InvalidArgument(std::string(names[t]) + ": must live in the same memory as q (" +
+                                     (info.pointers_on_host ? "host" : "device") + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
+  FC_RETURN_IF_ERROR(validate_backward(params, stream));
+  const AttentionParams& f = params.forward;
+  const bool no_rows = f.batch == 0 || (f.is_varlen() ? f.total_q == 0 : f.seqlen_q == 0);
+  if (no_rows) return Status::Ok();
+  detail::DeviceInfo info;
+  FC_RETURN_IF_ERROR(detail::query_device(f, &info));
+  FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
+  std::string reasons;
+  for (const auto& ops : backward_path_table()) {
+    if (f.path != KernelPath::kAuto && ops.path != f.path) continue;
+    const std::string why_not = ops.supports(params, info);
+    if (why_not.empty()) return ops.run(params, info, stream);
+    reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
+  }
+  return Status::Unsupported(
+      "no kernel path can run this backward (the GPU backward kernels are not written yet; host tensors run "
+      "the fp64 CPU reference):" + reasons);
+}
+
 }  // namespace flashcore

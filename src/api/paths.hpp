@@ -28,6 +28,14 @@ struct PathOps {
   Status (*run)(const AttentionParams&, const DeviceInfo&, cudaStream_t);
 };
 
+// The backward of a path (one table per operation: a path lists its backward here once it has one).
+struct BackwardOps {
+  KernelPath path;
+  std::string (*supports)(const BackwardParams&, const DeviceInfo&);
+  Status (*run)(const BackwardParams&, const DeviceInfo&, cudaStream_t);
+};
+BackwardOps cpu_reference_backward_path();
+
 // Implemented by each path (src/sm90, src/sm80, src/reference) or by its stub when pruned.
 PathOps sm90_path();
 PathOps sm80_path();

@@ -43,6 +43,14 @@ float AttentionParams::effective_scale() const {
   return softmax_scale != 0.0f ? softmax_scale : 1.0f / std::sqrt(float(head_dim_qk));
 }
 
+void set_grad_strides_like_forward(BackwardParams& bp) {
+  const AttentionParams& f = bp.forward;
+  bp.dout_batch_stride = f.o_batch_stride, bp.dout_seq_stride = f.o_seq_stride, bp.dout_head_stride = f.o_head_stride;
+  bp.dq_batch_stride = f.q_batch_stride, bp.dq_seq_stride = f.q_seq_stride, bp.dq_head_stride = f.q_head_stride;
+  bp.dk_batch_stride = f.k_batch_stride, bp.dk_seq_stride = f.k_seq_stride, bp.dk_head_stride = f.k_head_stride;
+  bp.dv_batch_stride = f.v_batch_stride, bp.dv_seq_stride = f.v_seq_stride, bp.dv_head_stride = f.v_head_stride;
+}
+
 void set_dense_strides(AttentionParams& p) {
   const int64_t sq = p.is_varlen() ? 0 : p.seqlen_q;
   const int64_t sk = p.is_varlen() ? 0 : p.seqlen_k;

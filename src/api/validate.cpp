@@ -518,6 +518,73 @@ Status check_varlen_contents(const AttentionParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Backward rules
+// ---------------------------------------------------------------------------------------------
+
+// The gradient tensor and stride names of the forward tensor and stride names they mirror.
+const char* gradient_name(const char* forward_name) {
+  static const char* const kNames[][2] = {
+      {"q", "dq"}, {"k", "dk"}, {"v", "dv"}, {"o", "dout"},
+      {"q_batch_stride", "dq_batch_stride"}, {"q_seq_stride", "dq_seq_stride"}, {"q_head_stride", "dq_head_stride"},
+      {"k_batch_stride", "dk_batch_stride"}, {"k_seq_stride", "dk_seq_stride"}, {"k_head_stride", "dk_head_stride"},
+      {"v_batch_stride", "dv_batch_stride"}, {"v_seq_stride", "dv_seq_stride"}, {"v_head_stride", "dv_head_stride"},
+      {"o_batch_stride", "dout_batch_stride"}, {"o_seq_stride", "dout_seq_stride"},
+      {"o_head_stride", "dout_head_stride"}};
+  for (const auto& n : kNames) {
+    if (std::strcmp(n[0], forward_name) == 0) return n[1];
+  }
+  return forward_name;
+}
+
+// dout, dq, dk, dv as the paths address them: o's, q's, k's and v's shapes with their own strides.
+std::vector<TensorView> gradient_views(const BackwardParams& bp, const CallShape& s) {
+  AttentionParams g = bp.forward;
+  g.q = bp.dq, g.q_batch_stride = bp.dq_batch_stride, g.q_seq_stride = bp.dq_seq_stride, g.q_head_stride = bp.dq_head_stride;
+  g.k = bp.dk, g.k_batch_stride = bp.dk_batch_stride, g.k_seq_stride = bp.dk_seq_stride, g.k_head_stride = bp.dk_head_stride;
+  g.v = bp.dv, g.v_batch_stride = bp.dv_batch_stride, g.v_seq_stride = bp.dv_seq_stride, g.v_head_stride = bp.dv_head_stride;
+  g.o = const_cast<void*>(bp.dout), g.o_batch_stride = bp.dout_batch_stride, g.o_seq_stride = bp.dout_seq_stride,
+  g.o_head_stride = bp.dout_head_stride;
+  g.lse = nullptr;
+  std::vector<TensorView> views = tensor_views(g, s);
+  for (TensorView& t : views) {
+    t.name = gradient_name(t.name);
+    for (Dim& d : t.dims) {
+      if (d.stride_name != nullptr) d.stride_name = gradient_name(d.stride_name);
+    }
+  }
+  return views;
+}
+
+Status check_gradient_pointers(const BackwardParams& bp, const CallShape& s) {
+  if (bp.forward.lse == nullptr) {
+    return invalid("lse: the backward reads the forward's LSE (forward.lse); it must not be null");
+  }
+  if (bp.dout == nullptr) return invalid("dout: must not be null when the call has query rows");
+  if (bp.dq == nullptr) return invalid("dq: must not be null when the call has query rows");
+  const char* no_keys = s.varlen ? "total_k > 0" : "seqlen_k > 0";
+  if (s.has_keys && bp.dk == nullptr) return invalid("dk: must not be null when there are keys (", no_keys, ")");
+  if (s.has_keys && bp.dv == nullptr) return invalid("dv: must not be null when there are keys (", no_keys, ")");
+  return Status::Ok();
+}
+
+// dq, dk, dv are written while every other tensor is read (and each by several tiles): none of them
+// may share memory with another tensor of the call or overlap itself.
+Status check_gradient_overlap(const std::vector<TensorView>& views) {
+  for (const char* written : {"dq", "dk", "dv"}) {
+    const TensorView* out = find_view(views, written);
+    if (out == nullptr) continue;
+    FC_RETURN_IF_ERROR(check_no_self_overlap(*out));
+    for (const TensorView& other : views) {
+      if (&other == out || !spans_intersect(*out, other)) continue;
+      return invalid(written, ": must not overlap ", other.name, " in memory (", written, " spans ", out->span_bytes,
+                     " bytes from ", out->base, ", ", other.name, " spans ", other.span_bytes, " bytes from ",
+                     other.base, "); ", written, " is written while ", other.name, " is in use");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate(const AttentionParams& p, cudaStream_t stream) {
@@ -539,6 +606,22 @@ Status validate(const AttentionParams& p, cudaStream_t stream) {
   FC_RETURN_IF_ERROR(check_output_overlap(views));
   FC_RETURN_IF_ERROR(check_small_array_placement(p));
   FC_RETURN_IF_ERROR(check_varlen_contents(p, stream));
+  return Status::Ok();
+}
+
+Status validate_backward(const BackwardParams& bp, cudaStream_t stream) {
+  FC_RETURN_IF_ERROR(validate(bp.forward, stream));
+  const CallShape shape = call_shape(bp.forward);
+  if (!shape.has_rows) return Status::Ok();  // empty call: no gradient element exists
+  FC_RETURN_IF_ERROR(check_gradient_pointers(bp, shape));
+  std::vector<TensorView> views = tensor_views(bp.forward, shape);
+  std::vector<TensorView> grads = gradient_views(bp, shape);
+  FC_RETURN_IF_ERROR(check_strides_non_negative(grads));
+  FC_RETURN_IF_ERROR(check_offsets(grads));
+  FC_RETURN_IF_ERROR(check_alignment(grads));
+  FC_RETURN_IF_ERROR(check_offsets(views));  // spans of the forward's tensors, for the overlap test
+  views.insert(views.end(), grads.begin(), grads.end());
+  FC_RETURN_IF_ERROR(check_gradient_overlap(views));
   return Status::Ok();
 }
 

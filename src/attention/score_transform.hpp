@@ -38,6 +38,17 @@ struct ScoreTransform {
     }
     return s;
   }
+  // The score's two parts in double, for the fp64 references: softcap(scale * dot), and the ALiBi
+  // bias subtracted from it (apply() = softcapped() - alibi_bias()).
+  double softcapped(double dot) const {
+    const double s = dot * (double)scale;
+    return softcap > 0.0f ? (double)softcap * std::tanh(s / (double)softcap) : s;
+  }
+  double alibi_bias(int i, int j) const {
+    if (alibi_slope == 0.0f) return 0.0;
+    const long long dist = (long long)i + alibi_offset - j;
+    return (double)alibi_slope * (double)(dist < 0 ? -dist : dist);
+  }
   // The same in double, for the fp64 CPU reference.
   double apply(double dot, int i, int j) const {
     double s = dot * (double)scale;

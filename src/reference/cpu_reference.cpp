@@ -11,6 +11,7 @@
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
 #include "common/dtype.hpp"
+#include "reference/cpu_common.hpp"
 
 namespace flashcore::reference {
 namespace {
@@ -18,8 +19,6 @@ namespace {
 // Query rows per work item: enough to amortize converting one (batch, KV head) of K and V, small
 // enough that a 2-core machine balances a single-head problem.
 constexpr int kRowsPerItem = 32;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct WorkItem {
   int batch_index;
@@ -34,14 +33,6 @@ struct KvScratch {
   std::vector<double> k, v;
   std::vector<double> q_row, scores, o_row;
 };
-
-// Element offset of token `token` (sequence-relative row plus the varlen start), head `head` of a
-// tensor with the given strides. Varlen tensors have no batch axis: batch strides are ignored.
-int64_t token_offset(const AttentionParams& p, int64_t batch_stride, int64_t seq_stride,
-                     int64_t head_stride, int b, int64_t token, int head) {
-  const int64_t batch_part = p.is_varlen() ? 0 : int64_t(b) * batch_stride;
-  return batch_part + token * seq_stride + int64_t(head) * head_stride;
-}
 
 void load_kv(const AttentionParams& p, const attn::SequenceExtent& seq, int b, int head_kv,
              KvScratch* s) {
@@ -59,21 +50,6 @@ void load_kv(const AttentionParams& p, const attn::SequenceExtent& seq, int b, i
   }
   s->batch_index = b;
   s->head_kv = head_kv;
-}
-
-// Four partial sums so the compiler can keep several multiply-adds in flight (double addition is
-// not reassociated without them).
-double dot(const double* a, const double* b, int n) {
-  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-  int d = 0;
-  for (; d + 4 <= n; d += 4) {
-    acc0 += a[d] * b[d];
-    acc1 += a[d + 1] * b[d + 1];
-    acc2 += a[d + 2] * b[d + 2];
-    acc3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; ++d) acc0 += a[d] * b[d];
-  return (acc0 + acc1) + (acc2 + acc3);
 }
 
 // Computes every row and hands it to sink(b, h, seq, i, o_row /*Dv doubles*/, lse). The sink is
@@ -134,25 +110,6 @@ void compute_rows(const AttentionParams& p, Sink&& sink) {
   });
 }
 
-// Rounds a double to float toward zero and sets the last bit when inexact ("round to odd"), so a
-// second rounding to fp16/bf16 (11 and 8 significant bits, far fewer than float's 24) equals one
-// correct rounding of the double: the output is rounded once, as a kernel rounding fp32 would be.
-float round_to_odd_float(double value) {
-  const float nearest = float(value);
-  if (double(nearest) == value || std::isnan(value)) return nearest;
-  float toward_zero = nearest;
-  if (std::fabs(double(nearest)) > std::fabs(value)) toward_zero = std::nextafter(nearest, 0.0f);
-  return bits_to_float(float_to_bits(toward_zero) | 1u);
-}
-
-void store_rounded(void* base, int64_t index, double value, DType dtype) {
-  if (dtype == DType::kFloat32) {
-    static_cast<float*>(base)[index] = float(value);
-  } else {
-    store_from_float(base, index, round_to_odd_float(value), dtype);
-  }
-}
-
 }  // namespace
 
 Status cpu_reference_forward(const AttentionParams& p) {
@@ -202,5 +159,18 @@ Status cpu_run(const AttentionParams& params, const DeviceInfo&, cudaStream_t) {
 }  // namespace
 
 PathOps cpu_reference_path() { return {KernelPath::kCpuReference, &cpu_supports, &cpu_run}; }
+
+namespace {
+std::string cpu_backward_supports(const BackwardParams& params, const DeviceInfo& info) {
+  return cpu_supports(params.forward, info);
+}
+Status cpu_backward_run(const BackwardParams& params, const DeviceInfo&, cudaStream_t) {
+  return reference::cpu_reference_backward(params);
+}
+}  // namespace
+
+BackwardOps cpu_reference_backward_path() {
+  return {KernelPath::kCpuReference, &cpu_backward_supports, &cpu_backward_run};
+}
 
 }  // namespace flashcore::detail

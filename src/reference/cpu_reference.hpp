@@ -26,6 +26,11 @@ Status cpu_reference_forward(const AttentionParams& params);
 void cpu_reference_forward_f64(const AttentionParams& params, std::vector<double>* out,
                                std::vector<double>* lse);
 
+// The backward of a validated call whose pointers are all host memory (BackwardParams): writes dq,
+// dk, dv, each rounded once from fp64 to the dtype. Rows with no visible key get dq = 0; keys no row
+// sees (and keys past seqused_k) get dk = dv = 0. Multithreaded over (batch entry, KV head).
+Status cpu_reference_backward(const BackwardParams& params);
+
 // Rows of the dense [rows, Hq, ...] order above.
 inline int64_t reference_rows(const AttentionParams& p) {
   return p.is_varlen() ? p.total_q : int64_t(p.batch) * p.seqlen_q;
