@@ -116,6 +116,32 @@ fc_status fc_validate(const fc_attention_params* params, void* stream);
  * nothing is written. */
 fc_status fc_attention_forward(const fc_attention_params* params, void* stream);
 
+/* The backward of the forward call `forward` describes (its q, k, v, o and lse are read; lse is
+ * required): dout has o's shape, dq q's, dk k's, dv v's, each with its own strides, in the forward's
+ * dtype. flashcore::BackwardParams in flashcore.hpp states the math. */
+typedef struct fc_backward_params {
+  fc_attention_params forward;
+  const void* dout;
+  int64_t dout_batch_stride, dout_seq_stride, dout_head_stride;
+  void* dq;
+  int64_t dq_batch_stride, dq_seq_stride, dq_head_stride;
+  void* dk;
+  int64_t dk_batch_stride, dk_seq_stride, dk_head_stride;
+  void* dv;
+  int64_t dv_batch_stride, dv_seq_stride, dv_head_stride;
+  int32_t deterministic; /* 1: bitwise-equal gradients run to run */
+} fc_backward_params;
+
+/* Initializes `forward` as fc_params_init does and zeroes the rest. */
+fc_status fc_backward_params_init(fc_backward_params* params);
+
+/* Sets the gradients' strides to those of o, q, k, v in `forward`. */
+fc_status fc_set_grad_strides_like_forward(fc_backward_params* params);
+
+/* Computes dq, dk, dv on `stream`. Today only host pointers run (the fp64 CPU reference,
+ * synchronously); device pointers return FC_STATUS_UNSUPPORTED. On any error nothing is written. */
+fc_status fc_attention_backward(const fc_backward_params* params, void* stream);
+
 /* Whether `path` (FC_PATH_*) can run the call: FC_STATUS_OK if so, FC_STATUS_UNSUPPORTED with the
  * reason otherwise, FC_STATUS_INVALID_ARGUMENT if the call itself is invalid. The reason (empty when
  * supported) is copied NUL-terminated into reason_buf, truncated to reason_len - 1 characters;

@@ -150,6 +150,55 @@ fc_status fc_attention_forward(const fc_attention_params* params, void* stream) 
   });
 }
 
+fc_status fc_backward_params_init(fc_backward_params* params) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    std::memset(params, 0, sizeof(*params));
+    if (fc_params_init(&params->forward) != FC_STATUS_OK) return Status::Internal("fc_params_init failed");
+    return Status::Ok();
+  });
+}
+
+fc_status fc_set_grad_strides_like_forward(fc_backward_params* params) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    FC_RETURN_IF_ERROR(flashcore::check_struct(&params->forward));
+    const fc_attention_params& f = params->forward;
+    params->dout_batch_stride = f.o_batch_stride, params->dout_seq_stride = f.o_seq_stride;
+    params->dout_head_stride = f.o_head_stride;
+    params->dq_batch_stride = f.q_batch_stride, params->dq_seq_stride = f.q_seq_stride;
+    params->dq_head_stride = f.q_head_stride;
+    params->dk_batch_stride = f.k_batch_stride, params->dk_seq_stride = f.k_seq_stride;
+    params->dk_head_stride = f.k_head_stride;
+    params->dv_batch_stride = f.v_batch_stride, params->dv_seq_stride = f.v_seq_stride;
+    params->dv_head_stride = f.v_head_stride;
+    return Status::Ok();
+  });
+}
+
+fc_status fc_attention_backward(const fc_backward_params* params, void* stream) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    FC_RETURN_IF_ERROR(flashcore::check_struct(&params->forward));
+    flashcore::BackwardParams bp;
+    bp.forward = flashcore::to_cpp(params->forward);
+    bp.dout = params->dout;
+    bp.dout_batch_stride = params->dout_batch_stride, bp.dout_seq_stride = params->dout_seq_stride;
+    bp.dout_head_stride = params->dout_head_stride;
+    bp.dq = params->dq;
+    bp.dq_batch_stride = params->dq_batch_stride, bp.dq_seq_stride = params->dq_seq_stride;
+    bp.dq_head_stride = params->dq_head_stride;
+    bp.dk = params->dk;
+    bp.dk_batch_stride = params->dk_batch_stride, bp.dk_seq_stride = params->dk_seq_stride;
+    bp.dk_head_stride = params->dk_head_stride;
+    bp.dv = params->dv;
+    bp.dv_batch_stride = params->dv_batch_stride, bp.dv_seq_stride = params->dv_seq_stride;
+    bp.dv_head_stride = params->dv_head_stride;
+    bp.deterministic = params->deterministic != 0;
+    return flashcore::attention_backward(bp, static_cast<cudaStream_t>(stream));
+  });
+}
+
 fc_status fc_supports(const fc_attention_params* params, int32_t path, char* reason_buf, size_t reason_len) {
   flashcore::copy_reason("", reason_buf, reason_len);
   return flashcore::guarded([&] {

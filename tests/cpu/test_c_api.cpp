@@ -240,3 +240,44 @@ TEST(CApi, BuildInfoNamesTheLibrary) {
 }
 
 }  // namespace
+
+namespace {
+
+// The backward through the C ABI computes exactly what the C++ API does, and its errors name the
+// argument (here the missing lse) with nothing written.
+TEST(CApi, BackwardMatchesTheCppApiAndNamesErrors) {
+  HostProblem h;
+  ASSERT_EQ(fc_attention_forward(&h.params, nullptr), FC_STATUS_OK) << fc_last_error_message();
+  alignas(64) uint16_t dout[HostProblem::kElems];
+  alignas(64) uint16_t dq[HostProblem::kElems], dk[HostProblem::kElems], dv[HostProblem::kElems];
+  alignas(64) uint16_t dq_cpp[HostProblem::kElems], dk_cpp[HostProblem::kElems], dv_cpp[HostProblem::kElems];
+  for (int i = 0; i < HostProblem::kElems; ++i) dout[i] = uint16_t(0x3000 + (i * 37) % 0x0800);  // fp16 in [0.125, 0.25)
+  fc_backward_params bp;
+  ASSERT_EQ(fc_backward_params_init(&bp), FC_STATUS_OK);
+  bp.forward = h.params;
+  ASSERT_EQ(fc_set_grad_strides_like_forward(&bp), FC_STATUS_OK);
+  bp.dout = dout, bp.dq = dq, bp.dk = dk, bp.dv = dv;
+
+  fc_backward_params no_lse = bp;
+  no_lse.forward.lse = nullptr;
+  std::memset(dq, 0xA5, sizeof(dq));
+  EXPECT_EQ(fc_attention_backward(&no_lse, nullptr), FC_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(fc_last_error_message(), "lse")) << fc_last_error_message();
+  for (uint16_t x : dq) ASSERT_EQ(x, 0xA5A5);
+
+  ASSERT_EQ(fc_attention_backward(&bp, nullptr), FC_STATUS_OK) << fc_last_error_message();
+  flashcore::BackwardParams cpp;
+  flashcore::AttentionParams& f = cpp.forward;
+  f.q = h.q, f.k = h.k, f.v = h.v, f.o = h.o, f.lse = h.lse;
+  f.batch = 1, f.seqlen_q = f.seqlen_k = 4, f.heads_q = f.heads_kv = 2, f.head_dim_qk = f.head_dim_v = 16;
+  flashcore::set_dense_strides(f);
+  flashcore::set_grad_strides_like_forward(cpp);
+  cpp.dout = dout, cpp.dq = dq_cpp, cpp.dk = dk_cpp, cpp.dv = dv_cpp;
+  ASSERT_TRUE(flashcore::attention_backward(cpp).ok());
+  EXPECT_EQ(std::memcmp(dq, dq_cpp, sizeof(dq)), 0);
+  EXPECT_EQ(std::memcmp(dk, dk_cpp, sizeof(dk)), 0);
+  EXPECT_EQ(std::memcmp(dv, dv_cpp, sizeof(dv)), 0);
+  EXPECT_EQ(fc_attention_backward(nullptr, nullptr), FC_STATUS_INVALID_ARGUMENT);
+}
+
+}  // namespace
