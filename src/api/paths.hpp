@@ -34,6 +34,7 @@ struct BackwardOps {
   std::string (*supports)(const BackwardParams&, const DeviceInfo&);
   Status (*run)(const BackwardParams&, const DeviceInfo&, cudaStream_t);
 };
+BackwardOps naive_gpu_backward_path();
 BackwardOps cpu_reference_backward_path();
 
 // Implemented by each path (src/sm90, src/sm80, src/reference) or by its stub when pruned.

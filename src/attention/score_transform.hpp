@@ -38,16 +38,24 @@ struct ScoreTransform {
     }
     return s;
   }
-  // The score's two parts in double, for the fp64 references: softcap(scale * dot), and the ALiBi
-  // bias subtracted from it (apply() = softcapped() - alibi_bias()).
-  double softcapped(double dot) const {
-    const double s = dot * (double)scale;
-    return softcap > 0.0f ? (double)softcap * std::tanh(s / (double)softcap) : s;
+  // The score's two parts, for the references' backward: softcap(scale * dot), and the ALiBi bias
+  // subtracted from it (apply() = softcapped() - alibi_bias()). T: float (naive GPU) or double
+  // (fp64 CPU reference).
+  template <class T>
+  FC_HOST_DEVICE T softcapped(T dot) const {
+    const T s = dot * (T)scale;
+    if (!(softcap > 0.0f)) return s;
+    if constexpr (sizeof(T) == sizeof(float)) {
+      return softcap * tanhf(s / softcap);
+    } else {
+      return (T)softcap * tanh(s / (T)softcap);
+    }
   }
-  double alibi_bias(int i, int j) const {
-    if (alibi_slope == 0.0f) return 0.0;
+  template <class T>
+  FC_HOST_DEVICE T alibi_bias(int i, int j) const {
+    if (alibi_slope == 0.0f) return T(0);
     const long long dist = (long long)i + alibi_offset - j;
-    return (double)alibi_slope * (double)(dist < 0 ? -dist : dist);
+    return (T)alibi_slope * (T)(dist < 0 ? -dist : dist);
   }
   // The same in double, for the fp64 CPU reference.
   double apply(double dot, int i, int j) const {

@@ -60,7 +60,7 @@ void backward_kv_head(const BackwardParams& bp, int b, int head_kv, const attn::
       double* dq_row = &dq[(size_t(i) * group + g) * dqk];
       for (int j = first; j <= last; ++j) {
         const double capped = transform.softcapped(dot(q.data(), &k[size_t(j) * dqk], dqk));
-        const double prob = std::exp(capped - transform.alibi_bias(i, j) - lse);
+        const double prob = std::exp(capped - transform.alibi_bias<double>(i, j) - lse);
         const double dprob = dot(dout.data(), &v[size_t(j) * dvd], dvd);
         const double dscore = prob * (dprob - row_d) * transform.softcap_derivative(capped) * scale;
         double* dv_row = &dv[size_t(j) * dvd];
