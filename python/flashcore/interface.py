@@ -8,7 +8,7 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
     and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
   * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log.
 Refused with a clear error, never ignored: dropout_p > 0, block_table (paged KV).
-`deterministic` is accepted: it selects a backward variant in flash-attn; the forward is deterministic.
+`deterministic` is accepted; the forward and today's backward (the naive GPU kernels) are deterministic anyway.
 
 Every function also takes the private keyword `_path` ("auto", "sm90", "sm80", "naive", "cpu") to
 pin a kernel path (tools/bench/compare.py runs each path this way).

@@ -1,10 +1,11 @@
-"""The torch custom ops: flashcore::fwd (and flashcore::bwd, which says backward does not exist yet).
+"""The torch custom ops: flashcore::fwd and its backward flashcore::bwd (wired with register_autograd).
 
 Registered with torch.library.custom_op so that
   * torch.compile(fullgraph=True) traces them without a graph break (register_fake gives shapes),
   * CUDA graphs capture them (the kernel runs on the current stream; the C++ validate() reads no
     device memory while the stream is capturing),
-  * autograd reaches a clear error on backward instead of silently producing no gradient.
+  * autograd differentiates every entry point (flashcore::bwd: the C++ attention_backward, which
+    today runs the naive GPU backward on CUDA tensors and the fp64 CPU reference on CPU tensors).
 Outputs come from PyTorch's allocator (torch.empty); kernels run on torch's current stream.
 """
 
@@ -21,11 +22,6 @@ from ._params import KERNEL_DTYPES, ArrayDesc, build_params, check_inputs, outpu
 from ._softmax_args import KERNEL_DTYPE_CODES, rows_and_cols
 
 _TORCH_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int32: "int32"}
-
-BACKWARD_MESSAGE = (
-    "flashcore: backward is not implemented yet (flashcore is forward-only for now); run the forward "
-    "under torch.no_grad()/torch.inference_mode(), or use a differentiable attention for training")
-
 
 def _dtype_name(t: Tensor) -> str:
     name = _TORCH_DTYPES.get(t.dtype)  # (not .get(dtype, str(...)): that formats the fallback every call)
@@ -173,27 +169,60 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_
     return (q.new_empty(o_shape, dtype=q.dtype), q.new_empty(lse_shape, dtype=torch.float32))
 
 
+def _grad_strides(t: Tensor, varlen: bool):
+    """(address, batch, seq, head strides) of a gradient tensor for _C.backward (varlen: no batch axis)."""
+    st = t.stride()
+    return [t.data_ptr(), 0, st[0], st[1]] if varlen else [t.data_ptr(), st[0], st[1], st[2]]
+
+
 @torch.library.custom_op("flashcore::bwd", mutates_args=())
-def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """Placeholder for the backward kernel: raises. Being an op, it traces (torch.compile of a
-    training step compiles) and fails only when a backward really runs."""
-    raise NotImplementedError(BACKWARD_MESSAGE)  # a RuntimeError subclass
+def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Optional[Tensor],
+        cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
+        max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, softcap: float, causal: bool, mask_align: int,
+        window_left: int, window_right: int, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv of flashcore::fwd for dout (docs/semantics.md, "Backward"); out and lse as the forward
+    returned them."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    descs = dict(cu_seqlens_q=describe_real("cu_seqlens_q", cu_seqlens_q),
+                 cu_seqlens_k=describe_real("cu_seqlens_k", cu_seqlens_k),
+                 seqused_k=describe_real("seqused_k", seqused_k),
+                 alibi_slopes=describe_real("alibi_slopes", alibi_slopes))
+    params = build_params(describe_real("q", q), describe_real("k", k), describe_real("v", v),
+                          describe_real("out", out), describe_real("lse", lse), **descs,
+                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
+                          softcap=softcap, causal=causal, mask_align=mask_align, window_left=window_left,
+                          window_right=window_right, path=0)
+    # Zeroed: varlen tokens past the last sequence are not the call's and are not written.
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    grads = [_grad_strides(t, varlen) for t in (dout, dq, dk, dv)]
+    if q.device.type == "cuda":
+        _call_on_device(q.device, _C.backward, params, *grads, deterministic, _current_stream_handle(q.device))
+    else:
+        _C.backward(params, *grads, deterministic, 0)  # host memory: the fp64 CPU reference
+    return dq, dk, dv
 
 
 @bwd.register_fake
-def _bwd_fake(dout, q, k, v, out, lse):
+def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q,
+              max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right, deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v = inputs[:3]
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k, softmax_scale,
+     softcap, causal, mask_align, window_left, window_right, _path) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes)
+    ctx.scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right)
 
 
 def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = bwd(grad_out, q, k, v, out, lse)
+    # grad_lse is not propagated (as in flash-attn): the LSE output is a statistic, not a differentiable result.
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes = ctx.saved_tensors
+    dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, *ctx.scalars,
+                     False)
     return (dq, dk, dv) + (None,) * 13
 
 

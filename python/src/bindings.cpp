@@ -317,6 +317,40 @@ PYBIND11_MODULE(_C, m) {
   params.def("is_varlen", &AttentionParams::is_varlen);
   params.def("effective_scale", &AttentionParams::effective_scale);
 
+  m.def(
+      "backward",
+      [](const AttentionParams& forward, const std::vector<int64_t>& dout, const std::vector<int64_t>& dq,
+         const std::vector<int64_t>& dk, const std::vector<int64_t>& dv, bool deterministic, uintptr_t stream) {
+        // Each gradient: (address, batch stride, seq stride, head stride), elements.
+        for (const auto* g : {&dout, &dq, &dk, &dv}) {
+          if (g->size() != 4) throw py::value_error("backward: each gradient is (address, batch, seq, head strides)");
+        }
+        flashcore::BackwardParams bp;
+        bp.forward = forward;
+        bp.forward.overrides = nullptr;
+        bp.dout = reinterpret_cast<const void*>(uintptr_t(dout[0]));
+        bp.dout_batch_stride = dout[1], bp.dout_seq_stride = dout[2], bp.dout_head_stride = dout[3];
+        bp.dq = reinterpret_cast<void*>(uintptr_t(dq[0]));
+        bp.dq_batch_stride = dq[1], bp.dq_seq_stride = dq[2], bp.dq_head_stride = dq[3];
+        bp.dk = reinterpret_cast<void*>(uintptr_t(dk[0]));
+        bp.dk_batch_stride = dk[1], bp.dk_seq_stride = dk[2], bp.dk_head_stride = dk[3];
+        bp.dv = reinterpret_cast<void*>(uintptr_t(dv[0]));
+        bp.dv_batch_stride = dv[1], bp.dv_seq_stride = dv[2], bp.dv_head_stride = dv[3];
+        bp.deterministic = deterministic;
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = flashcore::attention_backward(bp, reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!status.ok()) {
+          set_error(status);
+          throw py::error_already_set();
+        }
+      },
+      py::arg("forward"), py::arg("dout"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("deterministic") = false,
+      py::arg("stream") = 0,
+      "flashcore::attention_backward: `forward` as the forward ran (its o and lse are read); each gradient is "
+      "(address, batch stride, seq stride, head stride) in elements.");
   m.def("set_dense_strides", &flashcore::set_dense_strides, py::arg("params"),
         "Fill the strides of a dense [B, S, H, D] problem and lse [B, Hq, Sq] (varlen: [Hq, total_q]).");
 
