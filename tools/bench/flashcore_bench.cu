@@ -25,6 +25,7 @@
 
 namespace fb = flashcore::bench;
 using flashcore::AttentionParams;
+using flashcore::BackwardParams;
 using flashcore::DType;
 using flashcore::KernelPath;
 using flashcore::Status;
@@ -55,6 +56,7 @@ struct Options {
   double naive_flop_limit = 2e12;  // auto-picked naive path above this many FLOPs is skipped
   std::string command;
   KernelPath path = KernelPath::kAuto;  // applied to every configuration
+  std::string pass = "fwd";             // fwd | bwd | fwd+bwd
 };
 
 void usage() {
@@ -65,6 +67,7 @@ void usage() {
       "    --dqk N --dv N --dim N --dtype fp16|bf16|fp32 --causal [--align br|tl]\n"
       "    --window L,R --softcap C --varlen L1,L2,... (query=key lengths)\n"
       "  --path auto|sm90|sm80|naive|cpu   kernel path (default auto)\n"
+      "  --pass fwd|bwd|fwd+bwd   what is timed (backward FLOPs = 2.5x forward; fwd+bwd 3.5x)\n"
       "  --override KEY=N[,KEY=N...]   force the sm90 plan's choices (A/B runs; flashcore::ForwardOverrides):\n"
       "    schedule, block_n, always_rescale, cluster, long_tiles, short_tiles, pair_tiles,\n"
       "    heads_per_group, stream_k, max_grid_units\n"
@@ -158,6 +161,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--iters") { o.iters = std::max(1, std::atoi(next())); }
     else if (a == "--warmup") { o.warmup = std::max(0, std::atoi(next())); }
     else if (a == "--no-check") { o.check = false; }
+    else if (a == "--pass") {
+      o.pass = next();
+      if (o.pass != "fwd" && o.pass != "bwd" && o.pass != "fwd+bwd") {
+        std::fprintf(stderr, "--pass: unknown pass '%s' (fwd, bwd, fwd+bwd)\n", o.pass.c_str());
+        std::exit(2);
+      }
+    }
     else if (a == "--json") { o.json_path = next(); }
     else if (a == "--csv") { o.csv_path = next(); }
     else if (a == "--md") { o.md_path = next(); }
@@ -303,6 +313,7 @@ void allocate(const fb::BenchConfig& c, DeviceProblem& dp, size_t l2_bytes) {
 struct Result {
   fb::BenchConfig config;
   std::string impl;         // flashcore-<path>
+  std::string pass = "fwd";
   bool ran = false;
   double ms = 0, tflops = 0, gbps = 0;
   double max_err = -1;      // < 0: not measured
@@ -363,7 +374,96 @@ std::string check_against_reference(const fb::BenchConfig& c, const DeviceProble
   return "";
 }
 
+// The backward (or forward + backward) of one configuration: the forward runs once for o and lse,
+// then the gradients are checked for being written and finite (NaN poison first; their values are
+// the tests' business) and timed. Every GPU call runs the naive backward today.
+Result run_backward_config(const fb::BenchConfig& c, const Options& opt, const cudaDeviceProp& prop) {
+  Result res;
+  res.config = c;
+  res.pass = opt.pass;
+  res.impl = "flashcore-bwd-naive-gpu";
+  const double flops = fb::forward_flops(c) * (opt.pass == "bwd" ? 2.5 : 3.5);
+  if (c.path == KernelPath::kAuto && flops > opt.naive_flop_limit) {
+    res.note = "skipped: only the naive GPU backward exists so far (use --path naive to time it anyway)";
+    return res;
+  }
+  DeviceProblem dp;
+  allocate(c, dp, prop.l2CacheSize);
+  const int es = flashcore::dtype_size(c.dtype);
+  AttentionParams f = make_params(c, dp, 0);
+  f.path = c.path == KernelPath::kNaiveGpu ? KernelPath::kAuto : c.path;
+  f.check_device_metadata = false;
+  Status st = flashcore::attention_forward(f, nullptr);
+  void *dout = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  BENCH_CUDA(cudaMalloc(&dout, size_t(es) * dp.o_elems));
+  BENCH_CUDA(cudaMalloc(&dq, size_t(es) * dp.q_elems));
+  BENCH_CUDA(cudaMalloc(&dk, size_t(es) * dp.k_elems));
+  BENCH_CUDA(cudaMalloc(&dv, size_t(es) * dp.v_elems));
+  fill_normal<<<1024, 256>>>(dout, dp.o_elems, c.dtype, 99, 1.0f);
+  BackwardParams bp;
+  bp.forward = f;
+  bp.forward.path = KernelPath::kAuto;
+  flashcore::set_grad_strides_like_forward(bp);
+  bp.dout = dout, bp.dq = dq, bp.dk = dk, bp.dv = dv;
+  auto release = [&] { cudaFree(dout); cudaFree(dq); cudaFree(dk); cudaFree(dv); dp.release(); };
+  if (st.ok() && opt.check) {
+    BENCH_CUDA(cudaMemset(dq, 0xff, size_t(es) * dp.q_elems));
+    BENCH_CUDA(cudaMemset(dk, 0xff, size_t(es) * dp.k_elems));
+    BENCH_CUDA(cudaMemset(dv, 0xff, size_t(es) * dp.v_elems));
+    st = flashcore::attention_backward(bp, nullptr);
+    BENCH_CUDA(cudaDeviceSynchronize());
+    unsigned long long* bad;
+    BENCH_CUDA(cudaMalloc(&bad, sizeof(*bad)));
+    BENCH_CUDA(cudaMemset(bad, 0, sizeof(*bad)));
+    count_nonfinite<<<1024, 256>>>(dq, dp.q_elems, c.dtype, bad);
+    count_nonfinite<<<1024, 256>>>(dk, dp.k_elems, c.dtype, bad);
+    count_nonfinite<<<1024, 256>>>(dv, dp.v_elems, c.dtype, bad);
+    unsigned long long bad_host = 0;
+    BENCH_CUDA(cudaMemcpy(&bad_host, bad, sizeof(bad_host), cudaMemcpyDeviceToHost));
+    cudaFree(bad);
+    if (st.ok() && bad_host) {
+      res.note = "FAILED check: " + std::to_string(bad_host) + " gradient elements not finite (unwritten or NaN)";
+      release();
+      return res;
+    }
+  }
+  auto step = [&] {
+    Status s = Status::Ok();
+    if (opt.pass == "fwd+bwd") s = flashcore::attention_forward(f, nullptr);
+    return s.ok() ? flashcore::attention_backward(bp, nullptr) : s;
+  };
+  for (int i = 0; st.ok() && i < opt.warmup; ++i) st = step();
+  std::vector<float> times;
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; st.ok() && i < opt.iters; ++i) {
+    BENCH_CUDA(cudaEventRecord(start));
+    st = step();
+    BENCH_CUDA(cudaEventRecord(stop));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (!st.ok()) {
+    res.note = "run failed: " + st.message;
+    std::replace(res.note.begin(), res.note.end(), '\n', ' ');
+  } else {
+    std::sort(times.begin(), times.end());
+    res.ms = times[times.size() / 2];
+    res.tflops = flops / (res.ms * 1e-3) / 1e12;
+    res.ran = true;
+    res.note = "one input set (no rotation)";
+  }
+  release();
+  return res;
+}
+
 Result run_config(const fb::BenchConfig& c, const Options& opt, const cudaDeviceProp& prop) {
+  if (opt.pass != "fwd") return run_backward_config(c, opt, prop);
   Result res;
   res.config = c;
   DeviceProblem dp;
@@ -473,7 +573,7 @@ void write_json(const std::string& path, const std::vector<Result>& results, con
     const Result& r = results[i];
     const fb::BenchConfig& c = r.config;
     char num[256];
-    f << "    {\"impl\": \"" << r.impl << "\", \"pass\": \"fwd\", \"family\": \"" << c.family << "\", \"dtype\": \""
+    f << "    {\"impl\": \"" << r.impl << "\", \"pass\": \"" << r.pass << "\", \"family\": \"" << c.family << "\", \"dtype\": \""
       << flashcore::dtype_name(c.dtype) << "\", \"B\": " << c.batch << ", \"Hq\": " << c.heads_q
       << ", \"Hkv\": " << c.heads_kv << ", \"Sq\": " << c.seqlen_q << ", \"Sk\": " << c.seqlen_k
       << ", \"Dqk\": " << c.head_dim_qk << ", \"Dv\": " << c.head_dim_v << ", \"causal\": "
@@ -489,10 +589,10 @@ void write_json(const std::string& path, const std::vector<Result>& results, con
 
 void write_csv(const std::string& path, const std::vector<Result>& results) {
   std::ofstream f(path);
-  f << "impl,family,dtype,B,Hq,Hkv,Sq,Sk,Dqk,Dv,causal,ms,tflops,gbps,max_err,note\n";
+  f << "impl,pass,family,dtype,B,Hq,Hkv,Sq,Sk,Dqk,Dv,causal,ms,tflops,gbps,max_err,note\n";
   for (const Result& r : results) {
     const fb::BenchConfig& c = r.config;
-    f << r.impl << "," << c.family << "," << flashcore::dtype_name(c.dtype) << "," << c.batch << "," << c.heads_q
+    f << r.impl << "," << r.pass << "," << c.family << "," << flashcore::dtype_name(c.dtype) << "," << c.batch << "," << c.heads_q
       << "," << c.heads_kv << "," << c.seqlen_q << "," << c.seqlen_k << "," << c.head_dim_qk << "," << c.head_dim_v
       << "," << (c.causal ? 1 : 0) << ",";
     if (r.ran) f << r.ms << "," << r.tflops << "," << r.gbps;
@@ -503,18 +603,19 @@ void write_csv(const std::string& path, const std::vector<Result>& results) {
 
 std::string table_row(const Result& r, bool markdown) {
   const fb::BenchConfig& c = r.config;
+  const std::string impl = r.pass == "fwd" ? r.impl : r.impl + " (" + r.pass + ")";
   char buf[512];
   char err[32] = "-";
   if (r.max_err >= 0) std::snprintf(err, sizeof(err), "%.2e", r.max_err);
   if (r.ran) {
     std::snprintf(buf, sizeof(buf), markdown ? "| %s | %s | %d | %d | %d/%d | %d/%d | %s | %.3f | %.1f | %.0f | %s | %s |"
                                              : "%-22s %-16s %3d %6d %3d/%-3d %3d/%-3d %-5s %9.3f %8.1f %8.0f %9s  %s",
-                  c.family.c_str(), r.impl.c_str(), c.batch, c.seqlen_q, c.heads_q, c.heads_kv, c.head_dim_qk,
+                  c.family.c_str(), impl.c_str(), c.batch, c.seqlen_q, c.heads_q, c.heads_kv, c.head_dim_qk,
                   c.head_dim_v, c.causal ? "yes" : "no", r.ms, r.tflops, r.gbps, err, r.note.c_str());
   } else {
     std::snprintf(buf, sizeof(buf), markdown ? "| %s | %s | %d | %d | %d/%d | %d/%d | %s | - | - | - | %s | %s |"
                                              : "%-22s %-16s %3d %6d %3d/%-3d %3d/%-3d %-5s %9s %8s %8s %9s  %s",
-                  c.family.c_str(), r.impl.c_str(), c.batch, c.seqlen_q, c.heads_q, c.heads_kv, c.head_dim_qk,
+                  c.family.c_str(), impl.c_str(), c.batch, c.seqlen_q, c.heads_q, c.heads_kv, c.head_dim_qk,
                   c.head_dim_v, c.causal ? "yes" : "no", markdown ? "" : "-", markdown ? "" : "-",
                   markdown ? "" : "-", err, r.note.c_str());
   }
