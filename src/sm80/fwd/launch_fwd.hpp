@@ -1,5 +1,5 @@
 // Declaration of the per-instantiation launcher, so launch.cu dispatches to the instantiation units
-// (instantiations/fwd_d<QK>_<V>_<dtype>.cu) without compiling any kernel itself.
+// (generated from cmake/KernelList.cmake) without compiling any kernel itself.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -26,7 +26,7 @@ inline constexpr int kWarpgroupBarrier = ptx::kFirstNamedBarrier + 2;
 // kVarlen_: the kernel for calls with per-sequence lengths (cu_seqlens_q/k or seqused_k): tiles
 // resolve their sequence, the producer warp zeroes V rows past a sequence's keys, partial row blocks
 // store directly. False: the dense kernel, which reads lengths and mask from KernelParams alone and
-// whose producer is one thread (launch: kernel.cuh, launch_forward).
+// whose producer is one thread (launch: launch_kernel.cuh, launch_forward).
 // kClusterM_: 1, or 2 for the cluster kernel (tile_config.hpp, kClusterM): two CTAs on adjacent query
 // blocks of one head, each loading half of every K/V block's 64-column chunks for both.
 // kAllKeysVisible_: the kernel for calls in which every query row sees every key (no causal mask, no
@@ -44,7 +44,7 @@ struct KernelTraits {
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kAllKeysVisible = kAllKeysVisible_;
-  // Equal tiles: the scheduler may split the last waves' tiles along KV (stream_k.hpp).
+  // Equal tiles: the scheduler may split the last waves' tiles along KV (attention/stream_k.hpp).
   static constexpr bool kStreamK = kAllKeysVisible && !kVarlen;
   // Masked dense calls on the long tile shape: the short query block goes first (scheduler.cuh).
   // Only there: 192-row blocks leave a short block at the standard lengths (S = 8k, 16k), and the
@@ -73,7 +73,7 @@ struct KernelTraits {
   // Swizzled operand tiles: [cols / 64][rows][64] 16-bit elements, 128 bytes per row segment. A head
   // dim that is not a multiple of 64 (96) is padded to the next one in shared memory: the tensor map
   // is then 4-D over the real head dim and loaded one 64-column chunk at a time, so the columns past
-  // the head dim arrive as TMA's out-of-bounds zeros (launch_args.hpp, chunked_map).
+  // the head dim arrive as TMA's out-of-bounds zeros (sm90/common/tma.cuh, chunked_map).
   static constexpr int kRowBytes = 128;
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
   static constexpr int kDvPad = (kDv + 63) / 64 * 64;
@@ -125,7 +125,7 @@ struct KernelTraits {
     // kVarlen only: the dynamic tile handout (scheduler.cuh, TileQueue), producer -> consumers.
     uint64_t tile_full[kTileSlots], tile_empty[kTileSlots];
     int tile_unit[kTileSlots];
-    // kStreamK: this CTA's items of the stream-K tail (stream_k.hpp), filled by thread 0 at start.
+    // kStreamK: this CTA's items of the stream-K tail (attention/stream_k.hpp), filled by thread 0 at start.
     attn::StreamKList sk_list;
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
     // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).

@@ -21,12 +21,12 @@ struct KernelParams {
   int heads_per_kv = 1;  // Hq / Hkv: query head h reads KV head h / heads_per_kv
 
   int num_m_blocks = 0;  // ceil(Sq / kBlockM)
-  int num_units = 0;     // units of the tile order (tile_order.hpp): tiles, pairs of tiles, cluster pairs
+  int num_units = 0;     // units of the tile order (attention/tile_order.hpp): tiles, pairs of tiles, cluster pairs
   // Units [0, wave_units) run in the scheduler's whole-tile waves; the rest form the stream-K tail
-  // (stream_k.hpp; wave_units = num_units without one).
+  // (attention/stream_k.hpp; wave_units = num_units without one).
   int wave_units = 0;
-  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (tile_order.hpp)
-  bool pair_tiles = false;  // tile_order.hpp's paired order (causal one-CTA dense calls; kernel.cuh decides)
+  int heads_per_group = 1;  // scheduler: (batch, head)s whose tiles interleave (attention/tile_order.hpp)
+  bool pair_tiles = false;  // attention/tile_order.hpp's paired order (causal one-CTA dense calls; plan.cpp decides)
 
   attn::VisibilityMask mask;  // the visibility rule at the dense lengths (varlen: max_seqlen_q/k)
 
@@ -52,7 +52,7 @@ struct KernelParams {
   // device memory, 0 at launch, allocated and freed per call in stream order by the launcher.
   int* tile_counter = nullptr;
 
-  // Stream-K tail (stream_k.hpp; dense kAllKeysVisible kernels): KV blocks per tile (0: no tail), and
+  // Stream-K tail (attention/stream_k.hpp; dense kAllKeysVisible kernels): KV blocks per tile (0: no tail), and
   // the per-call workspace: per CTA and consumer warpgroup one flag (0 at launch) and one slot of
   // fp32 partials (stream_k.cuh).
   int sk_blocks_per_unit = 0;

@@ -8,7 +8,7 @@
 // Dense (!kVarlen): every tile's sequence is the launch's: seqlen_q() and mask() read KernelParams
 // (constant bank) and nothing per sequence is resolved or held in registers.
 //
-// Tile order: tile_order.hpp (head groups sized for L2; longest first; causal calls in
+// Tile order: attention/tile_order.hpp (head groups sized for L2; longest first; causal calls in
 // balanced pairs of tiles). It is a sequence of units of one or two tiles.
 // Assignment (dense kernels; the kVarlen ones hand units out dynamically, TileQueue below): wave w
 // (units w*grid .. w*grid + grid - 1) goes to CTAs in snake order (even waves CTA c gets offset c,
@@ -19,7 +19,7 @@
 // Cluster kernel (kClusterM = 2): the unit of that order is a pair of adjacent query blocks of one
 // head, and the "CTAs" are clusters: both CTAs of a cluster walk the same pairs, rank r taking query
 // block 2p + r of pair p (KernelParams::num_units counts pairs; num_m_blocks is even).
-// Stream-K tail (kStreamK: dense calls whose tiles are all equally long; stream_k.hpp): the waves
+// Stream-K tail (kStreamK: dense calls whose tiles are all equally long; attention/stream_k.hpp): the waves
 // cover units [0, wave_units); after them each CTA walks the items of its share of the tail, parts
 // of tiles included (kv_range() narrows the tile's blocks, role() says how its epilogue ends).
 #pragma once

@@ -1,4 +1,4 @@
-// The stream-K tail's partial tiles (stream_k.hpp says which CTA runs which part of a split tile):
+// The stream-K tail's partial tiles (attention/stream_k.hpp says which CTA runs which part of a split tile):
 // the CTA holding a split tile's first KV blocks stores its unnormalized O, row maxima and row sums
 // to a global fp32 slot and raises a flag; the next CTA, after the tile's remaining blocks, waits
 // for the flag and folds the partial into its own accumulator, then stores the tile as usual.

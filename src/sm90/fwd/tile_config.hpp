@@ -217,7 +217,7 @@ constexpr int block_n_for(bool all_keys_visible, bool varlen) {
 
 // Calls with uneven tiles (causal, windowed): the scheduler interleaves the tiles of as many heads
 // as keep their K/V within this many bytes, so the CTAs running together share K/V in L2
-// (H100/H200: 50/60 MB of L2). Equal tiles go head after head (head_groups.hpp).
+// (H100/H200: 50/60 MB of L2). Equal tiles go head after head (attention/head_groups.hpp).
 inline constexpr double kL2GroupBytes = 24.0 * 1024 * 1024;
 
 }  // namespace flashcore::sm90
