@@ -20,6 +20,13 @@ flashcore_kernel(sm80 fwd 64 128 fp16 bf16)
 flashcore_kernel(sm80 fwd 256 128 fp16 bf16 fp32)
 flashcore_kernel(sm80 fwd 192 96 fp32)
 
+# sm80 backward (mma.sync m16n8k16), 16-bit only (fp32 runs on the naive GPU backward). A CTA keeps
+# dK and dV of its keys in registers, which bounds the head dim (src/sm80/bwd/tile_config.hpp).
+flashcore_kernel(sm80 bwd 32 32 fp16 bf16)
+flashcore_kernel(sm80 bwd 64 64 fp16 bf16)
+flashcore_kernel(sm80 bwd 96 96 fp16 bf16)
+flashcore_kernel(sm80 bwd 128 128 fp16 bf16)
+
 # sm90 forward (wgmma, TMA, warp specialization), 16-bit only.
 flashcore_kernel(sm90 fwd 64 64 fp16 bf16)
 flashcore_kernel(sm90 fwd 96 96 fp16 bf16)

@@ -78,3 +78,25 @@ std::string declared_pairs_list(const DeclaredKernel (&list)[N]) {
 }
 
 }  // namespace flashcore::detail
+
+namespace flashcore::detail {
+
+// Whether this build holds machine code that runs on compute capability major.minor: SASS for
+// sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.) FLASHCORE_ARCHS
+// is the build's list, e.g. "80,90a".
+inline bool build_has_code_for(int major, int minor) {
+  const std::string archs = FLASHCORE_ARCHS;
+  size_t pos = 0;
+  while (pos <= archs.size()) {
+    const size_t end = archs.find(',', pos) == std::string::npos ? archs.size() : archs.find(',', pos);
+    const std::string arch = archs.substr(pos, end - pos);
+    pos = end + 1;
+    if (arch.size() < 2) continue;
+    const int a_major = arch[0] - '0';
+    const int a_minor = arch[1] - '0';
+    if (a_major == major && a_minor <= minor && (major == 8 || a_minor == minor)) return true;
+  }
+  return false;
+}
+
+}  // namespace flashcore::detail

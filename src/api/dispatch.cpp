@@ -145,8 +145,8 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
 namespace {
 
 // The backward's paths, fastest first.
-std::array<detail::BackwardOps, 2> backward_path_table() {
-  return {detail::naive_gpu_backward_path(), detail::cpu_reference_backward_path()};
+std::array<detail::BackwardOps, 3> backward_path_table() {
+  return {detail::sm80_backward_path(), detail::naive_gpu_backward_path(), detail::cpu_reference_backward_path()};
 }
 
 // dout, dq, dk, dv must live where q does (query_device checked q, k, v, o, lse).
@@ -181,7 +181,7 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
     reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
   }
   return Status::Unsupported(
-      "no kernel path can run this backward (the fused GPU backward kernels are not written yet):" + reasons);
+      "no kernel path can run this backward:" + reasons);
 }
 
 }  // namespace flashcore

@@ -1,36 +1,15 @@
 // The naive GPU backward (src/reference/naive_gpu_backward.cu) against the fp64 CPU reference
-// backward on the same inputs, for every feature; gradients poisoned with NaN before the launch and
-// every element checked; two runs bitwise equal (the path has no atomics).
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <cstring>
-#include <random>
-#include <vector>
-
-#include "common/gpu.hpp"
-#include "common/tensor_util.hpp"
-#include "flashcore/flashcore.hpp"
+// backward on the same inputs, for every feature (tests/gpu/backward_check.hpp); two runs bitwise
+// equal (the path has no atomics).
+#include "backward_check.hpp"
 
 namespace flashcore {
 namespace {
 
-template <typename V>
-void* upload(const V& host) {
-  if (host.empty()) return nullptr;
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, host.size() * sizeof(host[0])), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice), cudaSuccess);
-  return dev;
-}
+using testing::BackwardCase;
 
-struct Case {
-  const char* name;
-  testing::TestCase tc;
-};
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<BackwardCase> cases() {
+  std::vector<BackwardCase> out;
   auto base = [](DType dt) {
     testing::TestCase tc;
     tc.dtype = dt;
@@ -64,95 +43,10 @@ std::vector<Case> cases() {
 
 TEST(NaiveGpuBackward, MatchesTheFp64CpuReferenceAndIsDeterministic) {
   FC_REQUIRE_GPU();
-  for (const Case& c : cases()) {
-    testing::HostProblem host = testing::make_problem(c.tc);
-    ASSERT_TRUE(attention_forward(host.params).ok()) << c.name;  // CPU reference: o, lse
-    const int es = dtype_size(c.tc.dtype);
-    std::vector<uint8_t> dout(host.o.size());
-    std::mt19937 rng(uint32_t(c.tc.seed));
-    std::normal_distribution<float> normal;
-    for (size_t n = 0; n < dout.size() / es; ++n) {
-      const float x = normal(rng);
-      if (es == 4) std::memcpy(&dout[n * 4], &x, 4);
-      else {  // round to the dtype (bf16: to nearest even)
-        uint16_t bits;
-        if (c.tc.dtype == DType::kBFloat16) {
-          uint32_t u;
-          std::memcpy(&u, &x, 4);
-          bits = uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-        } else {
-          bits = __builtin_bit_cast(uint16_t, static_cast<_Float16>(x));
-        }
-        std::memcpy(&dout[n * 2], &bits, 2);
-      }
-    }
-    // CPU reference backward on host buffers.
-    BackwardParams ref;
-    ref.forward = host.params;
-    set_grad_strides_like_forward(ref);
-    std::vector<uint8_t> dq_ref(host.q.size(), 0xff), dk_ref(host.k.size(), 0xff), dv_ref(host.v.size(), 0xff);
-    ref.dout = dout.data(), ref.dq = dq_ref.data(), ref.dk = dk_ref.data(), ref.dv = dv_ref.data();
-    ASSERT_TRUE(attention_backward(ref).ok()) << c.name;
-    // The same call on the device.
-    BackwardParams dev = ref;
-    AttentionParams& f = dev.forward;
-    f.q = upload(host.q), f.k = upload(host.k), f.v = upload(host.v), f.o = upload(host.o);
-    f.lse = static_cast<float*>(upload(host.lse));
-    f.cu_seqlens_q = static_cast<const int32_t*>(upload(host.cu_seqlens_q));
-    f.cu_seqlens_k = static_cast<const int32_t*>(upload(host.cu_seqlens_k));
-    f.seqused_k = static_cast<const int32_t*>(upload(host.seqused_k));
-    f.alibi_slopes = static_cast<const float*>(upload(host.alibi_slopes));
-    dev.dout = upload(dout);
-    std::vector<uint8_t> poison_q(host.q.size(), 0xff), poison_k(host.k.size(), 0xff), poison_v(host.v.size(), 0xff);
-    dev.dq = upload(poison_q), dev.dk = upload(poison_k), dev.dv = upload(poison_v);
-    f.path = KernelPath::kNaiveGpu;
-    std::vector<uint8_t> got[3], again[3];
-    for (auto* out : {got, again}) {
-      ASSERT_EQ(cudaMemcpy(dev.dq, poison_q.data(), poison_q.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      const Status st = attention_backward(dev);
-      ASSERT_TRUE(st.ok()) << c.name << ": " << st.message;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      void* ptrs[3] = {dev.dq, dev.dk, dev.dv};
-      const size_t sizes[3] = {host.q.size(), host.k.size(), host.v.size()};
-      for (int t = 0; t < 3; ++t) {
-        out[t].resize(sizes[t]);
-        ASSERT_EQ(cudaMemcpy(out[t].data(), ptrs[t], sizes[t], cudaMemcpyDeviceToHost), cudaSuccess);
-      }
-    }
-    const std::vector<uint8_t>* refs[3] = {&dq_ref, &dk_ref, &dv_ref};
-    const char* names[3] = {"dq", "dk", "dv"};
-    for (int t = 0; t < 3; ++t) {
-      EXPECT_EQ(got[t], again[t]) << c.name << ": " << names[t] << " differs between two runs";
-      double err2 = 0, ref2 = 0, max_abs = 0;
-      size_t unwritten = 0;
-      for (size_t n = 0; n < got[t].size() / es; ++n) {
-        auto value = [&](const std::vector<uint8_t>& v) -> double {
-          if (es == 4) { float x; std::memcpy(&x, &v[n * 4], 4); return x; }
-          uint16_t bits; std::memcpy(&bits, &v[n * 2], 2);
-          if (c.tc.dtype == DType::kBFloat16) { const uint32_t u = uint32_t(bits) << 16; float x; std::memcpy(&x, &u, 4); return x; }
-          return double(__builtin_bit_cast(_Float16, bits));
-        };
-        const double r = value(*refs[t]), g = value(got[t]);
-        if (std::isnan(r)) continue;  // padding, never written by either
-        if (std::isnan(g)) { ++unwritten; continue; }
-        err2 += (g - r) * (g - r), ref2 += r * r, max_abs = std::max(max_abs, std::fabs(g - r));
-      }
-      EXPECT_EQ(unwritten, 0u) << c.name << ": " << names[t] << " elements left unwritten (NaN poison)";
-      const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
-      const double tol = es == 4 ? 1e-5 : c.tc.dtype == DType::kBFloat16 ? 2e-2 : 3e-3;
-      EXPECT_LE(rel, tol) << c.name << " " << dtype_name(c.tc.dtype) << ": " << names[t] << " rel " << rel
-                          << " max_abs " << max_abs;
-      std::printf("[naive-bwd] %-32s %-5s %s rel %.2e max_abs %.2e\n", c.name, dtype_name(c.tc.dtype), names[t], rel,
-                  max_abs);
-    }
-    for (const void* ptr : {f.q, f.k, f.v, static_cast<const void*>(f.o), static_cast<const void*>(f.lse),
-                            static_cast<const void*>(f.cu_seqlens_q), static_cast<const void*>(f.cu_seqlens_k),
-                            static_cast<const void*>(f.seqused_k), static_cast<const void*>(f.alibi_slopes), dev.dout,
-                            static_cast<const void*>(dev.dq), static_cast<const void*>(dev.dk),
-                            static_cast<const void*>(dev.dv)}) {
-      cudaFree(const_cast<void*>(ptr));
-    }
-  }
+  testing::BackwardRun run;
+  run.path = KernelPath::kNaiveGpu;
+  run.tag = "naive-bwd";
+  for (const BackwardCase& c : cases()) testing::check_backward(c, run);
 }
 
 }  // namespace

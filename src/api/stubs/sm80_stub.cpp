@@ -11,8 +11,17 @@ std::string sm80_not_built(const AttentionParams&, const DeviceInfo&) {
 Status sm80_run_not_built(const AttentionParams& p, const DeviceInfo& d, cudaStream_t) {
   return Status::Unsupported(sm80_not_built(p, d));
 }
+std::string sm80_backward_not_built(const BackwardParams& bp, const DeviceInfo& d) {
+  return sm80_not_built(bp.forward, d);
+}
+Status sm80_backward_run_not_built(const BackwardParams& bp, const DeviceInfo& d, cudaStream_t) {
+  return Status::Unsupported(sm80_not_built(bp.forward, d));
+}
 }  // namespace
 
 PathOps sm80_path() { return {KernelPath::kSm80, &sm80_not_built, &sm80_run_not_built}; }
+BackwardOps sm80_backward_path() {
+  return {KernelPath::kSm80, &sm80_backward_not_built, &sm80_backward_run_not_built};
+}
 
 }  // namespace flashcore::detail

@@ -265,4 +265,93 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
   }
 }
 
+// ---- One m16 row tile per warp, 16-bit operands (the backward's GEMMs) ---------------------------
+// Three operand shapes, named by where A and B come from (smem tiles padded so ldmatrix is
+// conflict-free):
+//   warp_gemm_nt: A row-major [m][k] (16 rows at a_rows), B stored [n][k]      -> acc += A B^T
+//   warp_gemm_rs: A from this warp's C fragments (a 16 x 8 kPTiles tile, rounded to Element),
+//                 B stored [k][n]                                               -> acc += P B
+//   warp_gemm_tn: A stored transposed, [k][m] (16 columns at a_cols), B stored [k][n] -> acc += A B
+// acc[nt] is the C fragment of n-tile nt (8 columns). B tiles start at their first row and column.
+
+template <int kK, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_nt(float (&acc)[kNTiles][4], const Element* a_rows, int a_stride,
+                            const Element* b_rows, int b_stride, int lane) {
+  static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
+  const uint32_t a_lane = ptx::smem_address(a_rows + (lane & 15) * a_stride + 8 * (lane >> 4));
+  const uint32_t b_lane = ptx::smem_address(b_rows + (8 * (lane >> 4) + (lane & 7)) * b_stride + 8 * ((lane >> 3) & 1));
+  constexpr uint32_t kBytes = sizeof(Element);
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    uint32_t a[4];
+    ptx::ldmatrix_x4(a, a_lane + ks * 16 * kBytes);
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4(b, b_lane + (np * 16 * b_stride + ks * 16) * kBytes);
+      const uint32_t b_lo[2] = {b[0], b[1]};
+      const uint32_t b_hi[2] = {b[2], b[3]};
+      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
+      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+    }
+  }
+}
+
+template <int kPTiles, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const float (&p)[kPTiles][4], const Element* b,
+                            int b_stride, int lane) {
+  static_assert(kPTiles % 2 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
+  const uint32_t b_lane = ptx::smem_address(b + (lane & 15) * b_stride + 8 * (lane >> 4));
+  constexpr uint32_t kBytes = sizeof(Element);
+#pragma unroll
+  for (int kk = 0; kk < kPTiles / 2; ++kk) {
+    const uint32_t a[4] = {ptx::pack2(p[2 * kk][0], p[2 * kk][1], Element{}),
+                           ptx::pack2(p[2 * kk][2], p[2 * kk][3], Element{}),
+                           ptx::pack2(p[2 * kk + 1][0], p[2 * kk + 1][1], Element{}),
+                           ptx::pack2(p[2 * kk + 1][2], p[2 * kk + 1][3], Element{})};
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      uint32_t bf[4];
+      ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
+      const uint32_t b_lo[2] = {bf[0], bf[1]};
+      const uint32_t b_hi[2] = {bf[2], bf[3]};
+      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
+      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+    }
+  }
+}
+
+template <int kK, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
+                            int b_stride, int lane) {
+  static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
+  // A via ldmatrix.trans: matrix j covers k 8 (j >> 1), m 8 (j & 1) -> lane row (k) l % 8 + 8 (l / 16),
+  // column (m) 8 ((l / 8) & 1); transposed, each lane gets A's (row g, k 2t, 2t + 1).
+  const uint32_t a_lane = ptx::smem_address(a_cols + ((lane & 7) + 8 * (lane >> 4)) * a_stride + 8 * ((lane >> 3) & 1));
+  const uint32_t b_lane = ptx::smem_address(b + (lane & 15) * b_stride + 8 * (lane >> 4));
+  constexpr uint32_t kBytes = sizeof(Element);
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    uint32_t a[4];
+    ptx::ldmatrix_x4_trans(a, a_lane + kk * 16 * a_stride * kBytes);
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      uint32_t bf[4];
+      ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
+      const uint32_t b_lo[2] = {bf[0], bf[1]};
+      const uint32_t b_hi[2] = {bf[2], bf[3]};
+      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
+      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+    }
+  }
+}
+
+template <int kNTiles>
+FC_DEVICE void zero_accumulators(float (&acc)[kNTiles][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+}
+
 }  // namespace flashcore::sm80

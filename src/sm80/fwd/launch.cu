@@ -52,23 +52,6 @@ Plan plan_for(const AttentionParams& p) {
   return {};
 }
 
-// Whether this build holds machine code that runs on compute capability major.minor: SASS for
-// sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.)
-bool built_for_device(int major, int minor) {
-  const std::string archs = FLASHCORE_ARCHS;  // e.g. "80,90a"
-  size_t pos = 0;
-  while (pos <= archs.size()) {
-    const size_t end = archs.find(',', pos) == std::string::npos ? archs.size() : archs.find(',', pos);
-    const std::string arch = archs.substr(pos, end - pos);
-    pos = end + 1;
-    if (arch.size() < 2) continue;
-    const int a_major = arch[0] - '0';
-    const int a_minor = arch[1] - '0';
-    if (a_major == major && a_minor <= minor && (major == 8 || a_minor == minor)) return true;
-  }
-  return false;
-}
-
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
@@ -77,7 +60,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + ")";
   }
-  if (!built_for_device(d.cc_major, d.cc_minor)) {
+  if (!build_has_code_for(d.cc_major, d.cc_minor)) {
     return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
   }

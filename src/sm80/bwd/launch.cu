@@ -1,0 +1,132 @@
+// The sm80 backward's entry in the backward dispatch table: supports() says exactly why a call
+// cannot run here; run() lays out the workspace (workspace.hpp) in one stream-ordered allocation
+// and runs preprocess -> main kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess.
+#include <cstdint>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "api/built_kernels.hpp"
+#include "api/paths.hpp"
+#include "common/cuda_check.hpp"
+#include "sm80/bwd/launch_bwd.hpp"
+#include "sm80/bwd/postprocess.cuh"
+#include "sm80/bwd/preprocess.cuh"
+#include "sm80/bwd/tile_config.hpp"
+#include "sm80/bwd/workspace.hpp"
+
+namespace flashcore::detail {
+
+namespace {
+
+using LaunchFn = Status (*)(const BackwardParams&, const sm80::BwdWorkspace&, cudaStream_t);
+using Instantiation = BuiltKernel<LaunchFn>;
+
+constexpr Instantiation kInstantiations[] = {
+#define FLASHCORE_KERNEL(DQK, DV, DTYPE, ELEMENT, BUILT) \
+  FLASHCORE_BUILT_ENTRY(BUILT, (&sm80::launch_bwd<DQK, DV, ELEMENT>), DQK, DV, DTYPE)
+#include "kernels/sm80_bwd_kernels.inc"
+#undef FLASHCORE_KERNEL
+    {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
+};
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d) {
+  const AttentionParams& p = bp.forward;
+  if (!d.has_device || d.pointers_on_host) return "the sm80 backward needs a CUDA device and device pointers";
+  if (d.cc_major < 8) {
+    return "the sm80 backward needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + ")";
+  }
+  if (!build_has_code_for(d.cc_major, d.cc_minor)) {
+    return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
+           std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
+  }
+  if (find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+    return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
+           dtype_name(p.dtype) + " are not in this build of the sm80 backward (built: " +
+           built_kernels_list(kInstantiations) + ")";
+  }
+  const int smem = sm80::bwd_smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype));
+  if (size_t(smem) > d.max_smem_per_block_optin) {
+    return "the sm80 backward for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
+           " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
+           std::to_string(d.max_smem_per_block_optin);
+  }
+  // 16-byte vectors on every tensor: cp.async rows of q, k, v, dout; uint4 reads of o, dout in the
+  // preprocess; uint4 dq stores; dk, dv are written in 4-byte pairs.
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t strides[3];
+  } tensors[] = {
+      {"q", p.q, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride}},
+      {"k", p.k, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride}},
+      {"v", p.v, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride}},
+      {"o", p.o, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}},
+      {"dout", bp.dout, {bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride}},
+      {"dq", bp.dq, {bp.dq_batch_stride, bp.dq_seq_stride, bp.dq_head_stride}},
+      {"dk", bp.dk, {bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride}},
+      {"dv", bp.dv, {bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride}},
+  };
+  for (const auto& t : tensors) {
+    bool ok = aligned16(t.ptr);
+    for (int64_t s : t.strides) ok = ok && (s * dtype_size(p.dtype)) % 16 == 0;
+    if (!ok) {
+      return std::string(t.name) +
+             ": the sm80 backward needs a 16-byte aligned base and batch/seq/head strides that are multiples "
+             "of 16 bytes (8 fp16/bf16 elements)";
+    }
+  }
+  if (p.batch > 65535 || p.heads_q > 65535) return "the sm80 backward launches at most 65535 batch entries and heads";
+  return "";
+}
+
+template <typename Element>
+Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
+  const AttentionParams& p = bp.forward;
+  size_t bytes = 0;
+  sm80::bwd_workspace_layout(p, nullptr, &bytes);
+  void* base = nullptr;
+  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes, stream));
+  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, base, &bytes);
+  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, sm80::bwd_dq_accum_bytes(ws, p), stream),
+                              "sm80 backward: zeroing the dQ accumulator");
+  if (status.ok() && bp.deterministic) {
+    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, sm80::bwd_turn_bytes(ws, p), stream),
+                         "sm80 backward: zeroing the turn counters");
+  }
+  const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
+  if (status.ok()) {
+    sm80::bwd_preprocess_kernel<Element>
+        <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), "sm80 bwd_preprocess_kernel");
+  }
+  if (status.ok()) status = inst.launch(bp, ws, stream);
+  const unsigned row_blocks_post =
+      unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
+  if (status.ok()) {
+    sm80::bwd_postprocess_kernel<Element>
+        <<<dim3(row_blocks_post, p.heads_q, p.batch), sm80::kPostprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), "sm80 bwd_postprocess_kernel");
+  }
+  const cudaError_t freed = cudaFreeAsync(base, stream);
+  if (status.ok()) status = cuda_status(freed, "sm80 backward: freeing the workspace");
+  return status;
+}
+
+Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo&, cudaStream_t stream) {
+  const AttentionParams& p = bp.forward;
+  const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (inst == nullptr) return Status::Unsupported("sm80 backward: no instantiation for this call");
+  if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, stream);
+  return run_with_element<__half>(bp, *inst, stream);
+}
+
+}  // namespace
+
+BackwardOps sm80_backward_path() { return {KernelPath::kSm80, &sm80_backward_supports, &sm80_backward_run}; }
+
+}  // namespace flashcore::detail

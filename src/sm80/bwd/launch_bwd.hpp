@@ -1,0 +1,17 @@
+// Declaration of the per-instantiation launcher of the sm80 backward's main kernel, so launch.cu
+// dispatches to the instantiation units (generated from cmake/KernelList.cmake) without compiling
+// any of them itself.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "flashcore/flashcore.hpp"
+#include "sm80/bwd/workspace.hpp"
+
+namespace flashcore::sm80 {
+
+// Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
+template <int kHeadDimQK, int kHeadDimV, typename Element>
+Status launch_bwd(const BackwardParams& params, const BwdWorkspace& ws, cudaStream_t stream);
+
+}  // namespace flashcore::sm80

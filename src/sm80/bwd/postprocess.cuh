@@ -1,0 +1,39 @@
+// The sm80 backward's postprocess: the fp32 dQ accumulator (workspace.hpp) -> dq in the element
+// type, with the caller's strides. Rows with no visible key were never added to and come out 0.
+#pragma once
+
+#include "attention/mask.hpp"
+#include "common/device_dtype.cuh"
+#include "sm80/bwd/workspace.hpp"
+
+namespace flashcore::sm80 {
+
+inline constexpr int kPostprocessRows = 64;
+inline constexpr int kPostprocessThreads = 256;
+
+// grid (round_up(max Sq, kPostprocessRows) / kPostprocessRows, Hq, B)
+template <typename Element>
+__global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(const BackwardParams bp,
+                                                                              const BwdWorkspace ws) {
+  const AttentionParams& p = bp.forward;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const attn::SequenceExtent seq = attn::sequence_extent(p, b);
+  const int m0 = blockIdx.x * kPostprocessRows;
+  if (m0 >= seq.seqlen_q) return;
+  const int rows = min(kPostprocessRows, seq.seqlen_q - m0);
+  const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
+  const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * p.head_dim_qk;
+  Element* dq = static_cast<Element*>(bp.dq) + (p.is_varlen() ? 0 : int64_t(b) * bp.dq_batch_stride) +
+                (seq.q_start + m0) * bp.dq_seq_stride + int64_t(h) * bp.dq_head_stride;
+  for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
+    const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
+    const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col + 4);
+    alignas(16) Element out[8] = {from_float<Element>(lo.x), from_float<Element>(lo.y), from_float<Element>(lo.z),
+                      from_float<Element>(lo.w), from_float<Element>(hi.x), from_float<Element>(hi.y),
+                      from_float<Element>(hi.z), from_float<Element>(hi.w)};
+    *reinterpret_cast<uint4*>(dq + int64_t(r) * bp.dq_seq_stride + col) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
+}  // namespace flashcore::sm80

@@ -1,0 +1,85 @@
+// The sm80 backward's fp32 workspace: one stream-ordered allocation per call (graph capture works),
+// shared by its three kernels.
+//
+// Rows: every (query head, sequence) owns a run of rows that is its length rounded up to
+// kBwdRowPad, so a query block of the main kernel reads statistics and adds dQ without bounds
+// checks; padding rows hold lse2 = +inf (P = 0) and D = 0, and their dQ rows are never read.
+//   row(h, b, i) = h * rows_per_head + seq_base(b) + i
+//   dense:  seq_base(b) = b * round_up(Sq, kBwdRowPad)
+//   varlen: seq_base(b) = round_up(cu_seqlens_q[b], kRowAlign) + b * (kBwdRowPad + kRowAlign)
+// Every seq_base is a multiple of kRowAlign (16-byte statistics loads), and the varlen runs are
+// disjoint: seq_base(b + 1) - seq_base(b) >= len(b) - (kRowAlign - 1) + kBwdRowPad + kRowAlign
+// > round_up(len(b), kBwdRowPad).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.hpp"
+#include "flashcore/flashcore.hpp"
+#include "sm80/bwd/tile_config.hpp"
+
+namespace flashcore::sm80 {
+
+inline constexpr int kRowAlign = 16;  // rows; seq_base and rows_per_head are multiples of it
+
+FC_HOST_DEVICE constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+struct BwdWorkspace {
+  float* dq_accum = nullptr;  // [rows][Dqk]: dQ summed over KV blocks; zeroed before the main kernel
+  float* lse2 = nullptr;      // [rows]: lse * log2(e); +inf on padding rows and rows with lse = -inf
+  float* row_d = nullptr;     // [rows]: D = rowsum(dO * O) in fp32; 0 on padding rows
+  int* dq_turn = nullptr;     // deterministic mode, per (head, query block): KV blocks that have added dQ
+  int64_t rows_per_head = 0;
+  int64_t dense_rows_per_seq = 0;
+  bool varlen = false;
+
+  FC_HOST_DEVICE int64_t seq_base(int b, int64_t q_start) const {
+    return varlen ? round_up(q_start, kRowAlign) + int64_t(b) * (kBwdRowPad + kRowAlign)
+                  : int64_t(b) * dense_rows_per_seq;
+  }
+  FC_HOST_DEVICE int64_t row(int h, int b, int64_t q_start, int i) const {
+    return int64_t(h) * rows_per_head + seq_base(b, q_start) + i;
+  }
+  // One turn counter per block of kBlockM rows: blocks of different sequences or heads never share
+  // one (their row runs are disjoint and start a query block each at seq_base).
+  template <int kBlockM>
+  FC_HOST_DEVICE int* turn(int64_t first_row) const {
+    return dq_turn + first_row / kBlockM;
+  }
+};
+
+// The layout for a validated call, with every pointer offset from `base` (nullptr: sizes only);
+// *bytes receives the allocation size.
+inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, void* base, size_t* bytes) {
+  BwdWorkspace ws;
+  ws.varlen = p.is_varlen();
+  ws.dense_rows_per_seq = round_up(p.seqlen_q, kBwdRowPad);
+  ws.rows_per_head = round_up(ws.varlen ? round_up(p.total_q, kRowAlign) + int64_t(p.batch) * (kBwdRowPad + kRowAlign)
+                                        : int64_t(p.batch) * ws.dense_rows_per_seq,
+                              kBwdRowPad);
+  const int64_t rows = int64_t(p.heads_q) * ws.rows_per_head;
+  const size_t dq_bytes = size_t(round_up(rows * p.head_dim_qk * 4, 256));
+  const size_t stat_bytes = size_t(round_up(rows * 4, 256));
+  const size_t turn_bytes = size_t(round_up((rows / 16 + 1) * 4, 256));
+  char* at = static_cast<char*>(base);
+  if (base != nullptr) {
+    ws.dq_accum = reinterpret_cast<float*>(at);
+    ws.lse2 = reinterpret_cast<float*>(at + dq_bytes);
+    ws.row_d = reinterpret_cast<float*>(at + dq_bytes + stat_bytes);
+    ws.dq_turn = reinterpret_cast<int*>(at + dq_bytes + 2 * stat_bytes);
+  }
+  *bytes = dq_bytes + 2 * stat_bytes + turn_bytes;
+  return ws;
+}
+
+// Bytes of the workspace's parts that must start zeroed: dQ accumulator (and the turn counters,
+// which follow it after the statistics; zeroed separately).
+inline size_t bwd_dq_accum_bytes(const BwdWorkspace& ws, const AttentionParams& p) {
+  return size_t(int64_t(p.heads_q) * ws.rows_per_head * p.head_dim_qk * 4);
+}
+inline size_t bwd_turn_bytes(const BwdWorkspace& ws, const AttentionParams& p) {
+  return size_t((int64_t(p.heads_q) * ws.rows_per_head / 16 + 1) * 4);
+}
+
+}  // namespace flashcore::sm80
