@@ -116,4 +116,12 @@ FC_DEVICE uint32_t pack2(float lo, float hi, __nv_bfloat16) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The inverse of pack2: the two 16-bit values of a register as floats (exact).
+FC_DEVICE float2 unpack2(uint32_t packed, __half) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&packed));
+}
+FC_DEVICE float2 unpack2(uint32_t packed, __nv_bfloat16) {
+  return make_float2(__uint_as_float(packed << 16), __uint_as_float(packed & 0xffff0000u));
+}
+
 }  // namespace flashcore::ptx

@@ -3,11 +3,15 @@
 // the group, query block) that sees those keys (tile_config.hpp has the warp split). Per step:
 //   barrier: Q, dO, lse2, D of this step have landed; every warp is done with the previous step
 //            (its stage buffers and dS^T)                       -> prefetch the next step's tiles
-//   dP^T = V dO^T, S^T = K Q^T                                  (warp: its 16 keys x kBlockM queries)
-//   P^T = exp2(S^T scale log2(e) - lse2), dS^T = P^T (dP^T - D) softcap' scale   (in registers)
-//   dV += P^T dO, dS^T -> shared memory, dK += dS^T Q           (A operands from registers)
+//   S^T = K Q^T -> P^T = exp2(S^T scale log2(e) - lse2)          (warp: its 16 keys x kBlockM queries)
+//   dV += P^T dO                                                 (A operand from registers)
+//   dP^T = V dO^T -> dS^T = P^T (dP^T - D) [softcap'(score)]     (in registers, 16-bit)
+//   dS^T -> shared memory, dK += dS^T Q
 //   barrier: dS^T complete
 //   dQ_partial = dS K -> fp32 adds into the workspace (deterministic mode: in KV-block order)
+// The softmax scale of dS is applied once, to dK at the end and to dQ in the postprocess. Calls
+// with softcap or ALiBi (kScoreMod) compute dP^T before S^T: the softcap derivative needs the
+// capped score next to dP^T.
 // Keys beyond the sequence (or its seqused_k) are zero-filled and masked; query rows beyond it have
 // lse2 = +inf and are masked too, so a NaN in padding never reaches a gradient. dK and dV are
 // written for every key of the block, 0 where no query sees it.
@@ -59,7 +63,82 @@ FC_DEVICE void add_pair(float* dst, float x, float y) {
 #endif
 }
 
-template <class Traits>
+// Where a thread's S^T / dP^T fragment elements sit: element (nt, i) is key key_g + 8 (i >> 1) and
+// query query_t + 8 nt + (i & 1); and the visibility rule of the step's sequence.
+struct StepFrame {
+  int key_g;    // key of fragment rows g (sequence position)
+  int query_t;  // query of fragment column 2t of n-tile 0
+  int min_diag, max_diag, seqlen_k, seqlen_q;
+
+  FC_DEVICE int key(int i) const { return key_g + 8 * (i >> 1); }
+  FC_DEVICE int query(int nt, int i) const { return query_t + 8 * nt + (i & 1); }
+  // Query rows past the sequence are masked too: their P is 0 already (lse2 = +inf), but a NaN in
+  // V must not reach dK through them.
+  FC_DEVICE bool visible(int nt, int i) const {
+    const int k = key(i), q = query(nt, i), diag = k - q;
+    return diag >= min_diag && diag <= max_diag && k < seqlen_k && q < seqlen_q;
+  }
+};
+
+// P^T = exp2(S^T scale log2(e) - lse2) in place (plain scores); 0 where masked.
+template <bool kMasked, int kQNTiles>
+FC_DEVICE void probabilities(float (&s)[kQNTiles][4], const float* s_lse2, float scale_log2, const StepFrame& at,
+                             int t) {
+#pragma unroll
+  for (int nt = 0; nt < kQNTiles; ++nt) {
+    const float2 lse2 = *reinterpret_cast<const float2*>(s_lse2 + nt * 8 + 2 * t);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float prob = ptx::exp2_approx(fmaf(s[nt][i], scale_log2, -((i & 1) ? lse2.y : lse2.x)));
+      s[nt][i] = (kMasked && !at.visible(nt, i)) ? 0.0f : prob;
+    }
+  }
+}
+
+// dS^T = P^T (dP^T - D), from the rounded P^T (the operand dV used), packed; 0 where masked.
+template <bool kMasked, int kQNTiles, typename Element>
+FC_DEVICE void score_grads(uint32_t (&ds16)[kQNTiles / 2][4], const uint32_t (&p16)[kQNTiles / 2][4],
+                           const float (&dp)[kQNTiles][4], const float* s_d, const StepFrame& at, int t, Element) {
+#pragma unroll
+  for (int kk = 0; kk < kQNTiles / 2; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int nt = 2 * kk + (r >> 1), i0 = 2 * (r & 1);
+      const float2 d = *reinterpret_cast<const float2*>(s_d + nt * 8 + 2 * t);
+      const float2 prob = ptx::unpack2(p16[kk][r], Element{});
+      float ds0 = prob.x * (dp[nt][i0] - d.x);
+      float ds1 = prob.y * (dp[nt][i0 + 1] - d.y);
+      if (kMasked) {
+        if (!at.visible(nt, i0)) ds0 = 0.0f;
+        if (!at.visible(nt, i0 + 1)) ds1 = 0.0f;
+      }
+      ds16[kk][r] = ptx::pack2(ds0, ds1, Element{});
+    }
+}
+
+// Softcap / ALiBi: P^T into s and dS^T = P^T (dP^T - D) softcap'(capped score) into dp, in place.
+template <int kQNTiles>
+FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTiles][4], const float* s_lse2,
+                                    const float* s_d, const attn::ScoreTransform& transform, const StepFrame& at,
+                                    int t, bool full_tile) {
+#pragma unroll
+  for (int nt = 0; nt < kQNTiles; ++nt) {
+    const float2 lse2 = *reinterpret_cast<const float2*>(s_lse2 + nt * 8 + 2 * t);
+    const float2 d = *reinterpret_cast<const float2*>(s_d + nt * 8 + 2 * t);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float capped = transform.softcapped(s[nt][i]);
+      const float score_log2 = (capped - transform.alibi_bias<float>(at.query(nt, i), at.key(i))) * attn::kLog2e;
+      const float prob = ptx::exp2_approx(score_log2 - ((i & 1) ? lse2.y : lse2.x));
+      const float ds = prob * (dp[nt][i] - ((i & 1) ? d.y : d.x)) * transform.softcap_derivative(capped);
+      const bool visible = full_tile || at.visible(nt, i);
+      s[nt][i] = visible ? prob : 0.0f;
+      dp[nt][i] = visible ? ds : 0.0f;
+    }
+  }
+}
+
+template <class Traits, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     attention_bwd_kernel(const BackwardParams bp, const BwdWorkspace ws) {
   using Element = typename Traits::Element;
@@ -163,63 +242,61 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const float* s_lse2 = sStats + 2 * stage * kBlockM;
     const float* s_d = s_lse2 + kBlockM;
 
-    float acc_dp[Traits::kQNTiles][4];
-    zero_accumulators(acc_dp);
-    warp_gemm_nt<Traits::kHeadDimV, Traits::kQNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride, Traits::kVStride,
-                                                      sDO_step, Traits::kDOStride, lane);
-    float acc_s[Traits::kQNTiles][4];
-    zero_accumulators(acc_s);
-    warp_gemm_nt<Traits::kHeadDimQK, Traits::kQNTiles>(acc_s, sK + warp_key0 * Traits::kKStride, Traits::kKStride,
-                                                       sQ_step, Traits::kQStride, lane);
-
-    // P^T into acc_s, dS^T (with the softcap derivative and the softmax scale folded in) into acc_dp.
+    // P^T and dS^T (softcap derivative included; the softmax scale is applied to dK and dQ at the
+    // end) as packed 16-bit A fragments.
     const attn::ScoreTransform transform = attn::make_score_transform(p, batch, h, seq.seqlen_q, seq.seqlen_k);
-    const bool score_mod = transform.softcap > 0.0f || transform.alibi_slope != 0.0f;
-    const float scale_log2 = transform.scale * attn::kLog2e;
     const bool full_tile = m0 + kBlockM <= seq.seqlen_q &&
                            mask.tile_fully_visible(m0, m0 + kBlockM - 1, n0, n0 + kBlockN - 1);
-    const int key_g = n0 + warp_key0 + g;  // key of this thread's fragment rows (+ 8 for i >= 2)
-#pragma unroll
-    for (int nt = 0; nt < Traits::kQNTiles; ++nt) {
-      const float2 lse2 = *reinterpret_cast<const float2*>(s_lse2 + nt * 8 + 2 * t);
-      const float2 d = *reinterpret_cast<const float2*>(s_d + nt * 8 + 2 * t);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = key_g + 8 * (i >> 1);
-        const int query = m0 + nt * 8 + 2 * t + (i & 1);
-        const float row_lse2 = (i & 1) ? lse2.y : lse2.x;
-        const float row_d = (i & 1) ? d.y : d.x;
-        float prob, dscale = transform.scale;
-        if (!score_mod) {
-          prob = ptx::exp2_approx(fmaf(acc_s[nt][i], scale_log2, -row_lse2));
-        } else {
-          const float capped = transform.softcapped(acc_s[nt][i]);
-          prob = ptx::exp2_approx(
-              fmaf(capped - transform.alibi_bias<float>(query, key), attn::kLog2e, -row_lse2));
-          dscale *= transform.softcap_derivative(capped);
-        }
-        float ds = prob * (acc_dp[nt][i] - row_d) * dscale;
-        if (!full_tile) {
-          const int diag = key - query;
-          if (diag < mask.min_diagonal() || diag > mask.max_diagonal() || key >= seq.seqlen_k ||
-              query >= seq.seqlen_q) {
-            prob = 0.0f;
-            ds = 0.0f;
-          }
-        }
-        acc_s[nt][i] = prob;
-        acc_dp[nt][i] = ds;
+    const StepFrame frame{n0 + warp_key0 + g, m0 + 2 * t, mask.min_diagonal(), mask.max_diagonal(), seq.seqlen_k,
+                          seq.seqlen_q};
+    uint32_t p16[Traits::kQNTiles / 2][4];
+    uint32_t ds16[Traits::kQNTiles / 2][4];
+    if constexpr (!kScoreMod) {
+      // S^T -> P^T first, so only its 16-bit form is live while dP^T accumulates.
+      float acc_s[Traits::kQNTiles][4];
+      zero_accumulators(acc_s);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kQNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
+                                                         Traits::kKStride, sQ_step, Traits::kQStride, lane);
+      if (full_tile) {
+        probabilities<false>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
+      } else {
+        probabilities<true>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
       }
+      pack_a_fragments(p16, acc_s, Element{});
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+      float acc_dp[Traits::kQNTiles][4];
+      zero_accumulators(acc_dp);
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kQNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
+                                                        Traits::kVStride, sDO_step, Traits::kDOStride, lane);
+      if (full_tile) {
+        score_grads<false>(ds16, p16, acc_dp, s_d, frame, t, Element{});
+      } else {
+        score_grads<true>(ds16, p16, acc_dp, s_d, frame, t, Element{});
+      }
+    } else {
+      // Softcap / ALiBi: the derivative needs the capped score, so S^T and dP^T are both live.
+      float acc_dp[Traits::kQNTiles][4];
+      zero_accumulators(acc_dp);
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kQNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
+                                                        Traits::kVStride, sDO_step, Traits::kDOStride, lane);
+      float acc_s[Traits::kQNTiles][4];
+      zero_accumulators(acc_s);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kQNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
+                                                         Traits::kKStride, sQ_step, Traits::kQStride, lane);
+      modified_score_grads(acc_s, acc_dp, s_lse2, s_d, transform, frame, t, full_tile);
+      pack_a_fragments(p16, acc_s, Element{});
+      pack_a_fragments(ds16, acc_dp, Element{});
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
     }
 
-    warp_gemm_rs<Traits::kQNTiles, Traits::kDVNTiles>(acc_dv, acc_s, sDO_step, Traits::kDOStride, lane);
+    // dS^T to shared memory (for dQ), then dK += dS^T Q.
 #pragma unroll
-    for (int nt = 0; nt < Traits::kQNTiles; ++nt)
+    for (int kk = 0; kk < Traits::kQNTiles / 2; ++kk)
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<uint32_t*>(sDS + (warp_key0 + g + 8 * r) * Traits::kDSStride + nt * 8 + 2 * t) =
-            ptx::pack2(acc_dp[nt][2 * r], acc_dp[nt][2 * r + 1], Element{});
-    warp_gemm_rs<Traits::kQNTiles, Traits::kDKNTiles>(acc_dk, acc_dp, sQ_step, Traits::kQStride, lane);
+      for (int r = 0; r < 4; ++r)
+        *reinterpret_cast<uint32_t*>(sDS + (warp_key0 + g + 8 * (r & 1)) * Traits::kDSStride + kk * 16 +
+                                     8 * (r >> 1) + 2 * t) = ds16[kk][r];
+    warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDKNTiles>(acc_dk, ds16, sQ_step, Traits::kQStride, lane);
     __syncthreads();  // dS^T complete
 
     // dQ[m0 + rows of this warp, its columns] += dS K over the block's keys.
@@ -244,7 +321,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (bp.deterministic) pass_turn(turn_counter);
   }
 
-  // dK, dV of this block's keys (0 for keys no query sees), straight from the fragments.
+  // dK (times the softmax scale), dV of this block's keys (0 for keys no query sees), straight from
+  // the fragments.
+  const float scale = attn::make_score_transform(p, batch, head_kv, seq.seqlen_q, seq.seqlen_k).scale;
   Element* dk = static_cast<Element*>(bp.dk) + (packed_k ? 0 : int64_t(batch) * bp.dk_batch_stride) +
                 (k_row0 + n0) * bp.dk_seq_stride + int64_t(head_kv) * bp.dk_head_stride;
   Element* dv = static_cast<Element*>(bp.dv) + (packed_k ? 0 : int64_t(batch) * bp.dv_batch_stride) +
@@ -256,7 +335,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < Traits::kDKNTiles; ++nt)
       *reinterpret_cast<uint32_t*>(dk + key * bp.dk_seq_stride + nt * 8 + 2 * t) =
-          ptx::pack2(acc_dk[nt][2 * r], acc_dk[nt][2 * r + 1], Element{});
+          ptx::pack2(acc_dk[nt][2 * r] * scale, acc_dk[nt][2 * r + 1] * scale, Element{});
 #pragma unroll
     for (int nt = 0; nt < Traits::kDVNTiles; ++nt)
       *reinterpret_cast<uint32_t*>(dv + key * bp.dv_seq_stride + nt * 8 + 2 * t) =
@@ -269,7 +348,8 @@ template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t stream) {
   using Traits = BwdTraits<kHeadDimQK, kHeadDimV, Element>;
   const AttentionParams& p = bp.forward;
-  auto* kernel = &attention_bwd_kernel<Traits>;
+  const bool score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
+  auto* kernel = score_mod ? &attention_bwd_kernel<Traits, true> : &attention_bwd_kernel<Traits, false>;
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
   // Keys: the dense Sk, or (varlen) the longest cu_seqlens_k range, which validate() bounds by total_k.
   const int64_t max_keys = p.cu_seqlens_k != nullptr ? p.total_k : p.seqlen_k;

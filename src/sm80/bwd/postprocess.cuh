@@ -1,8 +1,10 @@
-// The sm80 backward's postprocess: the fp32 dQ accumulator (workspace.hpp) -> dq in the element
-// type, with the caller's strides. Rows with no visible key were never added to and come out 0.
+// The sm80 backward's postprocess: the fp32 dQ accumulator (workspace.hpp) times the softmax scale
+// (the main kernel leaves it out of dS) -> dq in the element type, with the caller's strides. Rows
+// with no visible key were never added to and come out 0.
 #pragma once
 
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "common/device_dtype.cuh"
 #include "sm80/bwd/workspace.hpp"
 
@@ -21,6 +23,7 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   const int m0 = blockIdx.x * kPostprocessRows;
   if (m0 >= seq.seqlen_q) return;
   const int rows = min(kPostprocessRows, seq.seqlen_q - m0);
+  const float scale = attn::make_score_transform(p, b, h, seq.seqlen_q, seq.seqlen_k).scale;
   const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
   const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * p.head_dim_qk;
   Element* dq = static_cast<Element*>(bp.dq) + (p.is_varlen() ? 0 : int64_t(b) * bp.dq_batch_stride) +
@@ -29,9 +32,10 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
     const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
     const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col);
     const float4 hi = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col + 4);
-    alignas(16) Element out[8] = {from_float<Element>(lo.x), from_float<Element>(lo.y), from_float<Element>(lo.z),
-                      from_float<Element>(lo.w), from_float<Element>(hi.x), from_float<Element>(hi.y),
-                      from_float<Element>(hi.z), from_float<Element>(hi.w)};
+    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    alignas(16) Element out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = from_float<Element>(values[e] * scale);
     *reinterpret_cast<uint4*>(dq + int64_t(r) * bp.dq_seq_stride + col) = *reinterpret_cast<const uint4*>(out);
   }
 }

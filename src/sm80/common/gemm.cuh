@@ -269,8 +269,8 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
 // Three operand shapes, named by where A and B come from (smem tiles padded so ldmatrix is
 // conflict-free):
 //   warp_gemm_nt: A row-major [m][k] (16 rows at a_rows), B stored [n][k]      -> acc += A B^T
-//   warp_gemm_rs: A from this warp's C fragments (a 16 x 8 kPTiles tile, rounded to Element),
-//                 B stored [k][n]                                               -> acc += P B
+//   warp_gemm_rs: A from registers (packed 16-bit A fragments, see pack_a_fragments), B stored
+//                 [k][n]                                                       -> acc += P B
 //   warp_gemm_tn: A stored transposed, [k][m] (16 columns at a_cols), B stored [k][n] -> acc += A B
 // acc[nt] is the C fragment of n-tile nt (8 columns). B tiles start at their first row and column.
 
@@ -297,26 +297,35 @@ FC_DEVICE void warp_gemm_nt(float (&acc)[kNTiles][4], const Element* a_rows, int
   }
 }
 
-template <int kPTiles, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const float (&p)[kPTiles][4], const Element* b,
+// The A fragments of k16 step kk of a 16 x 8 kPTiles C-fragment tile: n-tiles 2kk and 2kk + 1,
+// rounded to Element in pairs (the A layout is the C layout of two adjacent n-tiles).
+template <int kPTiles, typename Element>
+FC_DEVICE void pack_a_fragments(uint32_t (&a)[kPTiles / 2][4], const float (&c)[kPTiles][4], Element) {
+#pragma unroll
+  for (int kk = 0; kk < kPTiles / 2; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float(&tile)[4] = c[2 * kk + (r >> 1)];
+      a[kk][r] = ptx::pack2(tile[2 * (r & 1)], tile[2 * (r & 1) + 1], Element{});
+    }
+}
+
+template <int kKSteps, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKSteps][4], const Element* b,
                             int b_stride, int lane) {
-  static_assert(kPTiles % 2 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
+  static_assert(kNTiles % 2 == 0, "n16 pairs");
   const uint32_t b_lane = ptx::smem_address(b + (lane & 15) * b_stride + 8 * (lane >> 4));
   constexpr uint32_t kBytes = sizeof(Element);
 #pragma unroll
-  for (int kk = 0; kk < kPTiles / 2; ++kk) {
-    const uint32_t a[4] = {ptx::pack2(p[2 * kk][0], p[2 * kk][1], Element{}),
-                           ptx::pack2(p[2 * kk][2], p[2 * kk][3], Element{}),
-                           ptx::pack2(p[2 * kk + 1][0], p[2 * kk + 1][1], Element{}),
-                           ptx::pack2(p[2 * kk + 1][2], p[2 * kk + 1][3], Element{})};
+  for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t bf[4];
       ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
       const uint32_t b_lo[2] = {bf[0], bf[1]};
       const uint32_t b_hi[2] = {bf[2], bf[3]};
-      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
-      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+      ptx::mma_m16n8k16(acc[2 * np], a[kk], b_lo, Element{});
+      ptx::mma_m16n8k16(acc[2 * np + 1], a[kk], b_hi, Element{});
     }
   }
 }
