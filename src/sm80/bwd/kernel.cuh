@@ -53,13 +53,26 @@ FC_DEVICE void pass_turn(int* counter) {
   }
 }
 
-// acc (this thread's C fragment pair) += into the fp32 accumulator at `dst` (two adjacent floats).
-FC_DEVICE void add_pair(float* dst, float x, float y) {
+// Adds one C fragment (an m16n8 tile: rows g and g + 8, columns 2t and 2t + 1) into the fp32
+// row-major accumulator whose row g, column 2t is `dst` (row stride `ld` floats). On sm_90 the lane
+// pairs (t, t ^ 1) first trade halves so each lane adds four adjacent floats with one vector
+// atomic (even t: row g, columns 4 (t / 2) .. + 3; odd t: row g + 8, the same columns), halving the
+// atomics that the memory pipeline queues.
+FC_DEVICE void add_fragment(float* dst, int ld, const float (&c)[4], int t) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));
+  const bool odd = t & 1;
+  const float give0 = odd ? c[0] : c[2], give1 = odd ? c[1] : c[3];
+  const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+  const float4 v = odd ? make_float4(got0, got1, c[2], c[3]) : make_float4(c[0], c[1], got0, got1);
+  // red, not atomicAdd: the vector atomicAdd compiles to an atom that returns the old values, and
+  // waiting for those registers stalls the warp.
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + (odd ? 8 * ld - 2 : 0)), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w));
 #else
-  atomicAdd(dst, x);
-  atomicAdd(dst + 1, y);
+  atomicAdd(dst, c[0]);
+  atomicAdd(dst + 1, c[1]);
+  atomicAdd(dst + 8 * ld, c[2]);
+  atomicAdd(dst + 8 * ld + 1, c[3]);
 #endif
 }
 
@@ -139,7 +152,7 @@ FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTile
 }
 
 template <class Traits, bool kScoreMod>
-__global__ void __launch_bounds__(Traits::kThreads, 1)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     attention_bwd_kernel(const BackwardParams bp, const BwdWorkspace ws) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -300,12 +313,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     __syncthreads();  // dS^T complete
 
     // dQ[m0 + rows of this warp, its columns] += dS K over the block's keys.
-    const int dq_row = (warp % Traits::kDqWarpsM) * 16;
+    const int dq_row = (warp % Traits::kDqWarpsM) * 16 * Traits::kDqMTiles;
     const int dq_col = (warp / Traits::kDqWarpsM) * Traits::kDqCols;
-    float acc_dq[Traits::kDqNTiles][4];
-    zero_accumulators(acc_dq);
-    warp_gemm_tn<kBlockN, Traits::kDqNTiles>(acc_dq, sDS + dq_row, Traits::kDSStride, sK + dq_col, Traits::kKStride,
-                                              lane);
+    float acc_dq[Traits::kDqMTiles][Traits::kDqNTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Traits::kDqMTiles; ++mt) zero_accumulators(acc_dq[mt]);
+    warp_gemm_tn<kBlockN, Traits::kDqMTiles, Traits::kDqNTiles>(acc_dq, sDS + dq_row, Traits::kDSStride, sK + dq_col,
+                                                                Traits::kKStride, lane);
     const int64_t ws_row0 = ws.row(h, batch, seq.q_start, m0);
     int* turn_counter = nullptr;
     if (bp.deterministic) {
@@ -314,10 +328,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;
 #pragma unroll
-    for (int nt = 0; nt < Traits::kDqNTiles; ++nt)
+    for (int mt = 0; mt < Traits::kDqMTiles; ++mt)
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-        add_pair(dq_acc + 8 * r * Traits::kHeadDimQK + nt * 8, acc_dq[nt][2 * r], acc_dq[nt][2 * r + 1]);
+      for (int nt = 0; nt < Traits::kDqNTiles; ++nt)
+        add_fragment(dq_acc + (16 * mt * Traits::kHeadDimQK + nt * 8), Traits::kHeadDimQK, acc_dq[mt][nt], t);
     if (bp.deterministic) pass_turn(turn_counter);
   }
 

@@ -8,8 +8,9 @@
 // dK += dS^T Q. Only dS^T passes through shared memory, for dQ = dS K, whose (kBlockM x Dqk) tile
 // the warps split as kDqWarpsM x kDqWarpsN.
 //
-// Registers per thread: dK + dV = 16 (Dqk + Dv) / 32 accumulators, S^T + dP^T = kBlockM / 2; at
-// d128 with kBlockM = 64 that is 128 + 64 (docs/design/sm80.md has the ptxas report).
+// Registers per thread: dK + dV = 16 (Dqk + Dv) / 32 fp32 accumulators for the whole walk; per step
+// S^T, then P^T packed to 16 bits (kBlockM / 4), then dP^T (kBlockM / 4 fp32): at d128 with
+// kBlockM = 64, 128 + 16 + 32 at the peak.
 // Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
@@ -20,9 +21,16 @@ struct BwdTileShape {
   int warps = 0;    // kBlockN = 16 * warps keys per CTA
 };
 
+// Figures: H200, fp16, B4 H16 S4096 non-causal, TFLOPS, with SDPA's FlashAttention-2 backward in
+// the same call (d64 248, d128 282). Eight warps, one CTA per SM: two CTAs of four warps (64 keys;
+// the registers allow it and the shared memory just fits at d128) ran 8-12% slower.
 constexpr BwdTileShape bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
-  if (d <= 64) return {64, 8};
+  // d <= 64: 128 query rows per step (200-211; 64 rows: 180). 255 registers with a 12-16 byte
+  // spill at d64 (sm_90a), more for softcap / ALiBi.
+  if (d <= 64) return {128, 8};
+  // d96 / d128: 64 rows (d128 227-232; 248-250 registers, no spill on sm_90a). 128 rows fit the
+  // registers at d128 but not the shared memory (243 KB with two Q / dO stages).
   return {64, 8};
 }
 
@@ -58,11 +66,14 @@ struct BwdTraits {
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 16 * kWarps;
+  // Up to 255 registers per thread either way: one CTA of 8 warps or two of 4 per SM.
+  static constexpr int kMinBlocksPerSm = kWarps <= 4 ? 2 : 1;
   static constexpr int kQNTiles = kBlockM / 8;   // n8 tiles of S^T / dP^T (queries) per warp
   static constexpr int kDKNTiles = kHeadDimQK / 8;
   static constexpr int kDVNTiles = kHeadDimV / 8;
-  // dQ = dS K: the (kBlockM x Dqk) tile as kDqWarpsM x kDqWarpsN warp tiles of 16 rows.
-  static constexpr int kDqWarpsM = kBlockM / 16;
+  // dQ = dS K: the (kBlockM x Dqk) tile as kDqWarpsM x kDqWarpsN warp tiles of 16 kDqMTiles rows.
+  static constexpr int kDqWarpsM = kBlockM / 16 < kWarps ? kBlockM / 16 : kWarps;
+  static constexpr int kDqMTiles = kBlockM / 16 / kDqWarpsM;
   static constexpr int kDqWarpsN = kWarps / kDqWarpsM;
   static constexpr int kDqCols = kHeadDimQK / kDqWarpsN;  // columns of dQ per warp
   static constexpr int kDqNTiles = kDqCols / 8;
@@ -87,7 +98,8 @@ struct BwdTraits {
   static_assert(kSmemBytes == bwd_smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes),
                 "layout and host-side size disagree");
   static_assert(kElemBytes == 2, "the sm80 backward takes fp16 / bf16 (fp32 runs on the naive path)");
-  static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0, "dQ warp grid covers the tile");
+  static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0 && kBlockM == 16 * kDqMTiles * kDqWarpsM,
+                "dQ warp grid covers the tile");
   static_assert(kHeadDimQK % (8 * kDqWarpsN) == 0 && kDqNTiles % 2 == 0, "dQ columns are n16 pairs per warp");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
   static_assert(kRowStatsOffsetBytes % 16 == 0, "row statistics are 16-byte aligned for cp.async");

@@ -271,7 +271,8 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
 //   warp_gemm_nt: A row-major [m][k] (16 rows at a_rows), B stored [n][k]      -> acc += A B^T
 //   warp_gemm_rs: A from registers (packed 16-bit A fragments, see pack_a_fragments), B stored
 //                 [k][n]                                                       -> acc += P B
-//   warp_gemm_tn: A stored transposed, [k][m] (16 columns at a_cols), B stored [k][n] -> acc += A B
+//   warp_gemm_tn: A stored transposed, [k][m] (16 kMTiles columns at a_cols), B stored [k][n]
+//                                                                                -> acc += A B
 // acc[nt] is the C fragment of n-tile nt (8 columns). B tiles start at their first row and column.
 
 template <int kK, int kNTiles, typename Element>
@@ -330,8 +331,9 @@ FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKStep
   }
 }
 
-template <int kK, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
+// kMTiles m16 tiles of A (columns a_cols + 16 mt of the [k][m] tile), each B fragment feeding all.
+template <int kK, int kMTiles, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_tn(float (&acc)[kMTiles][kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
                             int b_stride, int lane) {
   static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
   // A via ldmatrix.trans: matrix j covers k 8 (j >> 1), m 8 (j & 1) -> lane row (k) l % 8 + 8 (l / 16),
@@ -341,16 +343,20 @@ FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, int
   constexpr uint32_t kBytes = sizeof(Element);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
-    uint32_t a[4];
-    ptx::ldmatrix_x4_trans(a, a_lane + kk * 16 * a_stride * kBytes);
+    uint32_t a[kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) ptx::ldmatrix_x4_trans(a[mt], a_lane + (kk * 16 * a_stride + mt * 16) * kBytes);
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t bf[4];
       ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
       const uint32_t b_lo[2] = {bf[0], bf[1]};
       const uint32_t b_hi[2] = {bf[2], bf[3]};
-      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
-      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        ptx::mma_m16n8k16(acc[mt][2 * np], a[mt], b_lo, Element{});
+        ptx::mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b_hi, Element{});
+      }
     }
   }
 }
