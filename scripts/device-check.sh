@@ -4,11 +4,13 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
-#                           [--python | --python-only] [--compare quick|standard] [--softmax]
+#                           [--python | --python-only] [--compare quick|standard|backward] [--softmax]
 #                           [--no-pytest] [--reuse-install]
 #
 # --python installs the Python package (pip, pruned to 90a), runs its pytest suite, and with
-# --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention).
+# --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention);
+# --compare backward runs its backward suite (sm80 backward, default and deterministic, vs SDPA's
+# FlashAttention-2 and cuDNN backward).
 #
 # --no-pytest skips the Python tests; --reuse-install skips `pip install` when flashcore already
 # imports (a warm machine from the previous call of the same commit), to fit the comparison in one call.
@@ -24,12 +26,13 @@ OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 BENCH=standard
 # Sanitizers run on a representative subset of each suite (they slow kernels 10-100x): every
-# naive-reference and device-validation test, the sm80 sanitizer case (every feature, small
+# naive-reference and device-validation test, the sm80 backward's sanitizer case (every feature at d64
+# and d128, fp16, both dQ modes), the sm80 sanitizer case (every feature, small
 # shapes, fp32 and Dqk != Dv included; fp32 d192/d256 as two half-V launches), the sm90 varlen sanitizer cases, sm90 sweep cases with tails (Sq 65/Sk 300 causal, Sq 7/Sk 1, all head dims and dtypes),
 # the mask-free main loop of calls whose rows see every key over eight KV blocks (Sq = Sk = 1023, non-causal),
 # the long and short tile shapes (cases forced through flashcore::ForwardOverrides), NaN rows on both fused paths,
 # and the softmax ladder's correctness sweep.
-SAN_FILTER='NaiveGpu.*:NanRows.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Fp32SplitV.*:Sm80Supports.*:Sm90Supports.*:Sm90Sanitizer.*:All/Sm90Sweep.*Sq65_*:All/Sm90Sweep.*Sq7_*:All/Sm90Sweep.*Sq1023_Sk1023_x1:All/Sm90Sweep.*_long_on:All/Sm90Sweep.*_short_o*:Softmax/SoftmaxVariantTest.MatchesFp64*:SoftmaxGpu.*-*Large*:SoftmaxGpu.OneVeryLong*'
+SAN_FILTER='NaiveGpu.*:NaiveGpuBackward.*:Sm80BackwardSanitizer.*:NanRows.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Fp32SplitV.*:Sm80Supports.*:Sm90Supports.*:Sm90Sanitizer.*:All/Sm90Sweep.*Sq65_*:All/Sm90Sweep.*Sq7_*:All/Sm90Sweep.*Sq1023_Sk1023_x1:All/Sm90Sweep.*_long_on:All/Sm90Sweep.*_short_o*:Softmax/SoftmaxVariantTest.MatchesFp64*:SoftmaxGpu.*-*Large*:SoftmaxGpu.OneVeryLong*'
 PYTHON=0
 CPP=1
 COMPARE=none
@@ -144,6 +147,7 @@ if [ $PYTHON = 1 ]; then
       t6=$(date +%s)
       # report.json is rewritten after every row, so a run cut by the time limit keeps its rows.
       flag=""; limit=450; [ "$COMPARE" = quick ] && { flag="--quick"; limit=240; }
+      [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd --impls flashcore-sm80,flashcore-sm80-det,sdpa-flash,sdpa-cudnn"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
       # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".

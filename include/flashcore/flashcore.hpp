@@ -203,9 +203,16 @@ void set_grad_strides_like_forward(BackwardParams& params);
 // present, in range, element-aligned, and dq, dk, dv overlapping no other tensor. Writes nothing.
 Status validate_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
 
-// Computes dq, dk, dv. Paths with a backward today: the fp64 CPU reference (host pointers). Device
-// pointers get an Unsupported error naming what each GPU path lacks. On any error nothing is written.
+// Computes dq, dk, dv on the first backward path that supports the call (forward.path pins one):
+// sm80 (mma.sync; fp16/bf16, head dims 32, 64, 96, 128; compute capability >= 8.0), the naive GPU
+// backward (any call on a device), the fp64 CPU reference (host pointers). The sm80 path takes a
+// stream-ordered workspace on `stream` (cudaMallocAsync, freed after its kernels; allowed during
+// graph capture): fp32 dQ plus two floats per query row and head. On any error nothing is written.
 Status attention_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
+
+// The path attention_backward would pick (kAuto resolved), or an error naming why each path cannot
+// run the call. `params` must already be valid (see validate_backward()).
+Status select_backward_path(const BackwardParams& params, KernelPath* chosen);
 
 // Whether `path` can compute `params` on the current device (or on the host, for the CPU path),
 // and if not, why. `params` must already be valid (see validate()).

@@ -1,6 +1,6 @@
 """flashcore: fused multi-head attention (FlashAttention forward) for NVIDIA GPUs.
 
-Drop-in for flash-attn 2.x's functional API (forward only):
+Drop-in for flash-attn 2.x's functional API (forward and backward):
 
     from flashcore import flash_attn_func, flash_attn_varlen_func   # instead of: from flash_attn import ...
 

@@ -8,10 +8,15 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
     and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
   * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log.
 Refused with a clear error, never ignored: dropout_p > 0, block_table (paged KV).
-`deterministic` is accepted; the forward and today's backward (the naive GPU kernels) are deterministic anyway.
+`deterministic` reaches the backward: the sm80 backward kernel adds dQ with fp32 atomics in any order
+unless deterministic=True, which fixes that order (bitwise-repeatable gradients); the naive GPU and
+CPU backward are always deterministic, and so is the forward. `attention` takes it as a keyword-only
+extra.
 
 Every function also takes the private keyword `_path` ("auto", "sm90", "sm80", "naive", "cpu") to
-pin a kernel path (tools/bench/compare.py runs each path this way).
+pin a kernel path (tools/bench/compare.py runs each path this way). The backward follows the forward's
+path where that path has a backward (sm80, naive, cpu; a pinned backward that cannot run the call
+raises UnsupportedError) and selects automatically for "auto" and "sm90" (no sm90 backward yet).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from ._params import (PATH_NAMES, ArrayDesc, build_params, mask_align_code, outp
 
 def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=0, max_seqlen_k=0,
          softmax_scale=None, causal=False, mask_align="bottom_right", window_size=(-1, -1), softcap=0.0,
-         alibi_slopes=None, path="auto", causal_overrides_window=False):
+         alibi_slopes=None, path="auto", deterministic=False, causal_overrides_window=False):
     window_left, window_right = window_bounds(window_size)
     if causal and causal_overrides_window:
         window_right = 0  # flash-attn: causal=True means window_size[1] = 0, whatever was passed
@@ -36,7 +41,7 @@ def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_s
                                                          alibi_slopes) else ops.fwd
     return op(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, int(max_seqlen_q), int(max_seqlen_k),
               0.0 if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
-              mask_align_code(mask_align), window_left, window_right, path_code(path))
+              mask_align_code(mask_align), window_left, window_right, path_code(path), bool(deterministic))
 
 
 def _result(out: Tensor, lse: Tensor, return_attn_probs: bool):
@@ -49,7 +54,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     """q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim[_v])."""
     reject_unsupported(dropout_p)
     out, lse = _run(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                    softcap=softcap, alibi_slopes=alibi_slopes, path=_path, causal_overrides_window=True)
+                    softcap=softcap, alibi_slopes=alibi_slopes, path=_path, deterministic=deterministic,
+                    causal_overrides_window=True)
     return _result(out, lse, return_attn_probs)
 
 
@@ -83,7 +89,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = _run(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                     causal=causal, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
-                    path=_path, causal_overrides_window=True)
+                    path=_path, deterministic=deterministic, causal_overrides_window=True)
     return _result(out, lse, return_attn_probs)
 
 
@@ -113,13 +119,14 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None, dropout_p: float = 0.0,
               is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False, *,
               window_size: Sequence[int] = (-1, -1), softcap: float = 0.0, alibi_slopes: Optional[Tensor] = None,
-              return_lse: bool = False, _path: str = "auto"):
+              return_lse: bool = False, deterministic: bool = False, _path: str = "auto"):
     """torch.nn.functional.scaled_dot_product_attention's layout and conventions.
 
     q (batch, nheads, seqlen_q, headdim), k/v (batch, nheads_k, seqlen_k, headdim[_v]); returns out
     (batch, nheads, seqlen_q, headdim_v) [, lse (batch, nheads, seqlen_q)]. is_causal is aligned to
     the top-left corner (query i sees keys j <= i), as in SDPA; so is the sliding window. The tensors
-    are passed as strided views (no copy). attn_mask and dropout are refused.
+    are passed as strided views (no copy). attn_mask and dropout are refused. deterministic=True makes
+    the backward bitwise repeatable (as flash_attn_func's).
     """
     if attn_mask is not None:
         raise ops._C.UnsupportedError("attn_mask: arbitrary masks are not supported; use is_causal, "
@@ -133,7 +140,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = Non
                          "pass enable_gqa=True for grouped-query attention")
     out, lse = _run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale,
                     causal=is_causal, mask_align="top_left", window_size=window_size, softcap=softcap,
-                    alibi_slopes=alibi_slopes, path=_path)
+                    alibi_slopes=alibi_slopes, path=_path, deterministic=deterministic)
     out = out.transpose(1, 2)
     return (out, lse) if return_lse else out
 

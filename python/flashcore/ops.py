@@ -5,7 +5,9 @@ Registered with torch.library.custom_op so that
   * CUDA graphs capture them (the kernel runs on the current stream; the C++ validate() reads no
     device memory while the stream is capturing),
   * autograd differentiates every entry point (flashcore::bwd: the C++ attention_backward, which
-    today runs the naive GPU backward on CUDA tensors and the fp64 CPU reference on CPU tensors).
+    runs the sm80 backward on CUDA tensors it supports, else the naive GPU backward, and the fp64 CPU
+    reference on CPU tensors; the forward's `deterministic` and `path` inputs reach it, see
+    _setup_context).
 Outputs come from PyTorch's allocator (torch.empty); kernels run on torch's current stream.
 """
 
@@ -18,7 +20,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import is_fake
 
 from . import _C
-from ._params import KERNEL_DTYPES, ArrayDesc, build_params, check_inputs, output_shapes
+from ._params import KERNEL_DTYPES, ArrayDesc, backward_path_code, build_params, check_inputs, output_shapes
 from ._softmax_args import KERNEL_DTYPE_CODES, rows_and_cols
 
 _TORCH_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int32: "int32"}
@@ -103,8 +105,10 @@ def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, s
 def forward_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                  seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
                  softmax_scale: float, softcap: float, causal: bool, mask_align: int, window_left: int,
-                 window_right: int, path: int) -> Tuple[Tensor, Tensor]:
-    """Attention forward in flash-attn layout; returns (out, lse). softmax_scale 0 means 1/sqrt(D)."""
+                 window_right: int, path: int, deterministic: bool) -> Tuple[Tensor, Tensor]:
+    """Attention forward in flash-attn layout; returns (out, lse). softmax_scale 0 means 1/sqrt(D).
+    `deterministic` is for the backward (saved by _setup_context); the forward is deterministic and
+    ignores it."""
     if (cu_seqlens_q is None and cu_seqlens_k is None and seqused_k is None and alibi_slopes is None
             and q.device.type == "cuda"):
         result = _forward_dense_cuda(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right,
@@ -159,7 +163,7 @@ def _dispatch_modes_active() -> bool:
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k,
-              softmax_scale, softcap, causal, mask_align, window_left, window_right, path):
+              softmax_scale, softcap, causal, mask_align, window_left, window_right, path, deterministic):
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     check_inputs(describe("q", q), describe("k", k), describe("v", v),
                  cu_seqlens_q=describe("cu_seqlens_q", cu_seqlens_q),
@@ -179,9 +183,12 @@ def _grad_strides(t: Tensor, varlen: bool):
 def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Optional[Tensor],
         cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, softcap: float, causal: bool, mask_align: int,
-        window_left: int, window_right: int, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        window_left: int, window_right: int, path: int, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
     """dq, dk, dv of flashcore::fwd for dout (docs/semantics.md, "Backward"); out and lse as the forward
-    returned them."""
+    returned them. `path`: a KernelPath code (_params.PATHS) the C++ backward is pinned to, 0 = automatic
+    selection (_setup_context passes _params.backward_path_code of the forward's path). `deterministic`:
+    the sm80 backward adds dQ with fp32 atomics in any order unless True, which fixes the order
+    (bitwise-repeatable gradients); the naive GPU and CPU backward are deterministic either way."""
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
@@ -193,7 +200,7 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                           describe_real("out", out), describe_real("lse", lse), **descs,
                           max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                           softcap=softcap, causal=causal, mask_align=mask_align, window_left=window_left,
-                          window_right=window_right, path=0)
+                          window_right=window_right, path=path)
     # Zeroed: varlen tokens past the last sequence are not the call's and are not written.
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     grads = [_grad_strides(t, varlen) for t in (dout, dq, dk, dv)]
@@ -206,24 +213,29 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q,
-              max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right, deterministic):
+              max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right, path,
+              deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k, softmax_scale,
-     softcap, causal, mask_align, window_left, window_right, _path) = inputs
+     softcap, causal, mask_align, window_left, window_right, path, deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes)
-    ctx.scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right)
+    # The backward runs on the forward's path where that path has a backward (sm80, naive GPU, CPU
+    # reference: `_path=` pins both passes, and a pinned backward that cannot run the call raises
+    # UnsupportedError rather than falling back), else on automatic selection (auto; sm90, which has
+    # no backward yet). `deterministic` (ignored by the forward) reaches the backward.
+    ctx.scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right,
+                   backward_path_code(path), deterministic)
 
 
 def _backward(ctx, grad_out, grad_lse):
     # grad_lse is not propagated (as in flash-attn): the LSE output is a statistic, not a differentiable result.
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes = ctx.saved_tensors
-    dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, *ctx.scalars,
-                     False)
-    return (dq, dk, dv) + (None,) * 13
+    dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, *ctx.scalars)
+    return (dq, dk, dv) + (None,) * 14  # one per flashcore::fwd input
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -165,6 +165,34 @@ Status check_gradient_placement(const BackwardParams& bp, const detail::DeviceIn
 
 }  // namespace
 
+namespace {
+
+Status select_backward(const BackwardParams& params, const detail::DeviceInfo& info, detail::BackwardOps* chosen) {
+  std::string reasons;
+  for (const auto& ops : backward_path_table()) {
+    if (params.forward.path != KernelPath::kAuto && ops.path != params.forward.path) continue;
+    const std::string why_not = ops.supports(params, info);
+    if (why_not.empty()) {
+      *chosen = ops;
+      return Status::Ok();
+    }
+    reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
+  }
+  return Status::Unsupported("no kernel path can run this backward:" + reasons);
+}
+
+}  // namespace
+
+Status select_backward_path(const BackwardParams& params, KernelPath* chosen) {
+  detail::DeviceInfo info;
+  FC_RETURN_IF_ERROR(detail::query_device(params.forward, &info));
+  FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
+  detail::BackwardOps ops{};
+  FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
+  *chosen = ops.path;
+  return Status::Ok();
+}
+
 Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
   FC_RETURN_IF_ERROR(validate_backward(params, stream));
   const AttentionParams& f = params.forward;
@@ -173,15 +201,9 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
   detail::DeviceInfo info;
   FC_RETURN_IF_ERROR(detail::query_device(f, &info));
   FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
-  std::string reasons;
-  for (const auto& ops : backward_path_table()) {
-    if (f.path != KernelPath::kAuto && ops.path != f.path) continue;
-    const std::string why_not = ops.supports(params, info);
-    if (why_not.empty()) return ops.run(params, info, stream);
-    reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
-  }
-  return Status::Unsupported(
-      "no kernel path can run this backward:" + reasons);
+  detail::BackwardOps ops{};
+  FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
+  return ops.run(params, info, stream);
 }
 
 }  // namespace flashcore

@@ -90,5 +90,20 @@ TEST(Sm80Backward, AutoDispatchFallsBackToTheNaivePath) {
   testing::check_backward({"auto fp16 d40 (naive)", tc}, run);
 }
 
+// The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): every feature
+// case at d64 (128-row steps) and d128 (64-row steps) in fp16, both modes.
+TEST(Sm80BackwardSanitizer, FeaturesD64D128BothModes) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm80;
+  run.tag = "sm80-bwd-san";
+  for (bool deterministic : {false, true}) {
+    run.deterministic = deterministic;
+    run.expect_repeatable = deterministic;
+    for (int d : {64, 128})
+      for (const BackwardCase& c : feature_cases(DType::kFloat16, d)) testing::check_backward(c, run);
+  }
+}
+
 }  // namespace
 }  // namespace flashcore

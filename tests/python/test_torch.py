@@ -328,6 +328,27 @@ def _sdpa_grads(q, k, v, dout, causal, dtype, math_only):
     return q.grad, k.grad, v.grad
 
 
+def assert_grads_within_2x_sdpa_math(grads, q, k, v, dout, causal, what=""):
+    """flash-attn's rule: the relative (Frobenius) error of each of dq, dk, dv against fp64 no worse
+    than 2x that of PyTorch's math backend in q's dtype. Layout (B, S, H, D), Sq == Sk (so the causal
+    alignments agree)."""
+    ref = _sdpa_grads(q, k, v, dout, causal, torch.float64, math_only=False)
+    base = _sdpa_grads(q, k, v, dout, causal, q.dtype, math_only=True)
+    for name, got, want, baseline in zip("qkv", grads, ref, base):
+        assert got.dtype == q.dtype and got.shape == want.shape, f"{what} d{name}"
+        assert torch.isfinite(got).all(), f"{what} d{name}"
+        err = (got.double() - want).norm() / want.norm()
+        base_err = (baseline.double() - want).norm() / want.norm()
+        assert err <= 2 * base_err + 1e-4, f"{what} d{name}: {err:.3e} vs math {q.dtype} {base_err:.3e}"
+
+
+def attention_grads(q, k, v, dout, **kwargs):
+    """dq, dk, dv of flashcore.flash_attn_func(q, k, v, **kwargs) for dout."""
+    qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    flashcore.flash_attn_func(qg, kg, vg, **kwargs).backward(dout)
+    return qg.grad, kg.grad, vg.grad
+
+
 @requires_cuda
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
@@ -340,14 +361,68 @@ def test_backward_gradients_within_2x_sdpa_math_error(compiled, causal):
     fn = torch.compile(flashcore.flash_attn_func, fullgraph=True) if compiled else flashcore.flash_attn_func
     qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
     fn(qg, kg, vg, causal=causal).backward(dout)
-    ref = _sdpa_grads(q, k, v, dout, causal, torch.float64, math_only=False)
-    base = _sdpa_grads(q, k, v, dout, causal, torch.float16, math_only=True)
-    for name, got, want, baseline in zip("qkv", (qg.grad, kg.grad, vg.grad), ref, base):
-        assert got.dtype == torch.float16 and got.shape == want.shape
-        assert torch.isfinite(got).all(), name
-        err = (got.double() - want).norm() / want.norm()
-        base_err = (baseline.double() - want).norm() / want.norm()
-        assert err <= 2 * base_err + 1e-4, f"d{name}: {err:.3e} vs math fp16 {base_err:.3e}"
+    assert_grads_within_2x_sdpa_math((qg.grad, kg.grad, vg.grad), q, k, v, dout, causal)
+
+
+@requires_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_deterministic_backward_is_bitwise_repeatable(dtype, d, causal):
+    # S = 1000: 8 KV blocks of the sm80 backward (128 keys) add into each dQ row. Without
+    # deterministic=True those fp32 atomic adds land in any order; with it, in KV-block order, so two
+    # backward passes through the same graph give the same bits. (The default path: on sm80+ devices
+    # the sm80 backward; elsewhere the naive backward, deterministic anyway.)
+    q, k, v = (x.requires_grad_() for x in make_inputs(2, 1000, 1000, 4, 4, d, d, DTYPES[dtype], seed=4))
+    dout = torch.randn(2, 1000, 4, d, device="cuda", dtype=DTYPES[dtype])
+    out = flashcore.flash_attn_func(q, k, v, causal=causal, deterministic=True)
+    first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    second = torch.autograd.grad(out, (q, k, v), dout)
+    for name, a, b in zip("qkv", first, second):
+        assert torch.isfinite(a).all(), f"d{name}"
+        assert torch.equal(a, b), f"d{name}: two deterministic backward passes differ"
+
+
+@requires_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sm80_backward_within_2x_sdpa_math_error_like_the_naive_backward(dtype, d, causal):
+    # _path pins the backward too where the path has one: "sm80" runs the sm80 backward (or raises),
+    # "naive" the naive GPU backward. Both meet the gradient rule, so they agree to within it.
+    # S = 300: three KV blocks of 128 keys, the last one partial; GQA 4/2.
+    q, k, v = make_inputs(2, 300, 300, 4, 2, d, d, DTYPES[dtype], seed=6)
+    if flashcore.path_support(q, k, v, causal=causal).get("sm80", "not built"):
+        pytest.skip("the sm80 path does not run on this device/build")
+    dout = torch.randn(2, 300, 4, d, device="cuda", dtype=DTYPES[dtype])
+    for path in ("sm80", "naive"):
+        for deterministic in (False, True):
+            grads = attention_grads(q, k, v, dout, causal=causal, deterministic=deterministic, _path=path)
+            assert_grads_within_2x_sdpa_math(grads, q, k, v, dout, causal,
+                                             f"{dtype} d{d} causal={causal} {path} deterministic={deterministic}")
+
+
+@requires_cuda
+def test_deterministic_backward_under_torch_compile_equals_eager_bitwise():
+    # flashcore::fwd's deterministic input and flashcore::bwd's path input through AOTAutograd
+    # (fullgraph): the compiled step runs the same kernels in the same order as eager.
+    torch._dynamo.reset()
+    q, k, v = make_inputs(1, 300, 300, 4, 4, 64, 64, torch.bfloat16, seed=8)
+    dout = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.bfloat16)
+
+    def step(q, k, v):
+        return flashcore.flash_attn_func(q, k, v, causal=True, deterministic=True, _path="sm80")
+
+    if flashcore.path_support(q, k, v, causal=True).get("sm80", "not built"):
+        pytest.skip("the sm80 path does not run on this device/build")
+    compiled = torch.compile(step, fullgraph=True)
+    grads = []
+    for fn in (compiled, step):
+        qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+        fn(qg, kg, vg).backward(dout)
+        grads.append((qg.grad, kg.grad, vg.grad))
+    for name, got, want in zip("qkv", *grads):
+        assert torch.equal(got, want), f"d{name}: compiled and eager deterministic backward differ"
 
 
 @requires_cuda
@@ -357,28 +432,32 @@ def test_backward_varlen_equals_per_sequence_dense_backward():
     q, k, v = (torch.randn(106, 2, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     dout = torch.randn(106, 2, 64, device="cuda", dtype=torch.bfloat16)
     qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
-    flashcore.flash_attn_varlen_func(qg, kg, vg, cu, cu, 64, 64, causal=True).backward(dout)
+    # deterministic=True: the sm80 backward's dQ adds come in KV-block order (the naive backward has
+    # no atomics), so varlen and per-sequence dense calls give the same bits.
+    flashcore.flash_attn_varlen_func(qg, kg, vg, cu, cu, 64, 64, causal=True, deterministic=True).backward(dout)
     start = 0
     for n in lens:
         sl = slice(start, start + n)
         qs, ks, vs = (x[sl].unsqueeze(0).clone().requires_grad_() for x in (q, k, v))
-        flashcore.flash_attn_func(qs, ks, vs, causal=True).backward(dout[sl].unsqueeze(0))
+        flashcore.flash_attn_func(qs, ks, vs, causal=True, deterministic=True).backward(dout[sl].unsqueeze(0))
         for got, want in ((qg.grad[sl], qs.grad[0]), (kg.grad[sl], ks.grad[0]), (vg.grad[sl], vs.grad[0])):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)  # the naive backward is deterministic
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
         start += n
 
 
 @requires_cuda
-def test_cuda_graph_capture_of_a_training_step():
-    # Forward and backward captured in one CUDA graph (the backward's workspace comes from the stream-
-    # ordered pool inside the capture); a replay on new inputs equals an eager step on them.
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_graph_capture_of_a_training_step(deterministic):
+    # Forward and backward captured in one CUDA graph (the backward's workspace, and in deterministic
+    # mode its zeroed turn counters, come from the stream-ordered pool inside the capture); a replay on
+    # new inputs equals an eager step on them. (80 keys: one KV block, so one dQ add per row either way.)
     q, k, v = (x.requires_grad_() for x in make_inputs(1, 80, 80, 4, 2, 64, 64, torch.bfloat16, seed=9))
     dout = torch.randn(1, 80, 4, 64, device="cuda", dtype=torch.bfloat16)
 
     def step():
         for t in (q, k, v):
             t.grad = None
-        flashcore.flash_attn_func(q, k, v, causal=True).backward(dout)
+        flashcore.flash_attn_func(q, k, v, causal=True, deterministic=deterministic).backward(dout)
         return q.grad, k.grad, v.grad
 
     side = torch.cuda.Stream()
@@ -400,6 +479,39 @@ def test_cuda_graph_capture_of_a_training_step():
     eager = step()
     for got, want in zip(captured, eager):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_backward_path_follows_the_forward_path_where_it_has_one():
+    from flashcore._params import PATHS, backward_path_code
+    got = {name: backward_path_code(code) for name, code in PATHS.items()}
+    assert got == {"auto": PATHS["auto"], "sm90": PATHS["auto"], "sm80": PATHS["sm80"], "naive": PATHS["naive"],
+                   "cpu": PATHS["cpu"]}
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("path", ["auto", "cpu"])
+def test_deterministic_and_the_backward_path_reach_flashcore_bwd(path, deterministic):
+    """flashcore::fwd takes `deterministic` after `path`; its autograd passes both (the path through
+    backward_path_code) as flashcore::bwd's last two arguments."""
+    from flashcore._params import PATHS
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = {}
+
+    class RecordOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls.setdefault(str(func), []).append(args)
+            return func(*args, **(kwargs or {}))
+
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 12, 2, 16, generator=gen).requires_grad_() for _ in range(3))
+    dout = torch.randn(1, 12, 2, 16, generator=gen)
+    with RecordOps():
+        flashcore.flash_attn_func(q, k, v, causal=True, deterministic=deterministic, _path=path).backward(dout)
+    (fwd_args,) = calls["flashcore.fwd.default"]
+    (bwd_args,) = calls["flashcore.bwd.default"]
+    assert tuple(fwd_args[-2:]) == (PATHS[path], deterministic)
+    assert tuple(bwd_args[-2:]) == (PATHS[path], deterministic)
 
 
 def test_backward_on_cpu_tensors_matches_float64_autograd():

@@ -57,6 +57,7 @@ struct Options {
   std::string command;
   KernelPath path = KernelPath::kAuto;  // applied to every configuration
   std::string pass = "fwd";             // fwd | bwd | fwd+bwd
+  bool deterministic = false;           // the backward's deterministic mode (BackwardParams)
 };
 
 void usage() {
@@ -68,6 +69,7 @@ void usage() {
       "    --window L,R --softcap C --varlen L1,L2,... (query=key lengths)\n"
       "  --path auto|sm90|sm80|naive|cpu   kernel path (default auto)\n"
       "  --pass fwd|bwd|fwd+bwd   what is timed (backward FLOPs = 2.5x forward; fwd+bwd 3.5x)\n"
+      "  --deterministic   the backward in deterministic mode (bitwise-repeatable dQ)\n"
       "  --override KEY=N[,KEY=N...]   force the sm90 plan's choices (A/B runs; flashcore::ForwardOverrides):\n"
       "    schedule, block_n, always_rescale, cluster, long_tiles, short_tiles, pair_tiles,\n"
       "    heads_per_group, stream_k, max_grid_units\n"
@@ -161,6 +163,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--iters") { o.iters = std::max(1, std::atoi(next())); }
     else if (a == "--warmup") { o.warmup = std::max(0, std::atoi(next())); }
     else if (a == "--no-check") { o.check = false; }
+    else if (a == "--deterministic") { o.deterministic = true; }
     else if (a == "--pass") {
       o.pass = next();
       if (o.pass != "fwd" && o.pass != "bwd" && o.pass != "fwd+bwd") {
@@ -376,17 +379,14 @@ std::string check_against_reference(const fb::BenchConfig& c, const DeviceProble
 
 // The backward (or forward + backward) of one configuration: the forward runs once for o and lse,
 // then the gradients are checked for being written and finite (NaN poison first; their values are
-// the tests' business) and timed. Every GPU call runs the naive backward today.
+// the tests' business) and timed. The backward runs on --path where that path has a backward (sm80,
+// naive, cpu), else on automatic selection; the row is named after the path that ran
+// (flashcore-<path>, with "-det" in deterministic mode).
 Result run_backward_config(const fb::BenchConfig& c, const Options& opt, const cudaDeviceProp& prop) {
   Result res;
   res.config = c;
   res.pass = opt.pass;
-  res.impl = "flashcore-bwd-naive-gpu";
   const double flops = fb::forward_flops(c) * (opt.pass == "bwd" ? 2.5 : 3.5);
-  if (c.path == KernelPath::kAuto && flops > opt.naive_flop_limit) {
-    res.note = "skipped: only the naive GPU backward exists so far (use --path naive to time it anyway)";
-    return res;
-  }
   DeviceProblem dp;
   allocate(c, dp, prop.l2CacheSize);
   const int es = flashcore::dtype_size(c.dtype);
@@ -402,10 +402,21 @@ Result run_backward_config(const fb::BenchConfig& c, const Options& opt, const c
   fill_normal<<<1024, 256>>>(dout, dp.o_elems, c.dtype, 99, 1.0f);
   BackwardParams bp;
   bp.forward = f;
-  bp.forward.path = KernelPath::kAuto;
+  const bool path_has_backward = c.path == KernelPath::kSm80 || c.path == KernelPath::kNaiveGpu ||
+                                 c.path == KernelPath::kCpuReference;
+  bp.forward.path = path_has_backward ? c.path : KernelPath::kAuto;
+  bp.deterministic = opt.deterministic;
   flashcore::set_grad_strides_like_forward(bp);
   bp.dout = dout, bp.dq = dq, bp.dk = dk, bp.dv = dv;
   auto release = [&] { cudaFree(dout); cudaFree(dq); cudaFree(dk); cudaFree(dv); dp.release(); };
+  KernelPath chosen = KernelPath::kAuto;
+  if (st.ok()) st = flashcore::select_backward_path(bp, &chosen);
+  res.impl = std::string("flashcore-") + flashcore::kernel_path_name(chosen) + (opt.deterministic ? "-det" : "");
+  if (st.ok() && c.path == KernelPath::kAuto && chosen == KernelPath::kNaiveGpu && flops > opt.naive_flop_limit) {
+    res.note = "skipped: only the naive GPU backward runs this call (use --path naive to time it anyway)";
+    release();
+    return res;
+  }
   if (st.ok() && opt.check) {
     BENCH_CUDA(cudaMemset(dq, 0xff, size_t(es) * dp.q_elems));
     BENCH_CUDA(cudaMemset(dk, 0xff, size_t(es) * dp.k_elems));
