@@ -8,7 +8,8 @@
 //   dP^T = V dO^T -> dS^T = P^T (dP^T - D) [softcap'(score)]     (in registers, 16-bit)
 //   dS^T -> shared memory, dK += dS^T Q
 //   barrier: dS^T complete
-//   dQ_partial = dS K -> fp32 adds into the workspace (deterministic mode: in KV-block order)
+//   dQ_partial = dS K -> fp32 adds into the workspace (deterministic mode: in descending KV-block
+//                        order, see wait_for_turn)
 // The softmax scale of dS is applied once, to dK at the end and to dQ in the postprocess. Calls
 // with softcap or ALiBi (kScoreMod) compute dP^T before S^T: the softcap derivative needs the
 // capped score next to dP^T.
@@ -32,8 +33,11 @@
 
 namespace flashcore::sm80 {
 
-// Deterministic mode: waits until `turns` KV blocks have added to this query block (the CTAs of
-// lower KV blocks of the same head, which the grid launches first, so the wait always ends).
+// Deterministic mode: waits until `turn` KV blocks have added to this query block: the CTAs of the
+// higher KV blocks of the same head that see it, which the grid launches first (blockIdx.x counts
+// KV blocks down in this mode), so the wait always ends. Descending order is what keeps causal
+// calls from serializing: the first adder to a query block is the KV block on its diagonal, for
+// which that block is the first step of its walk.
 FC_DEVICE void wait_for_turn(const int* counter, int turn) {
   if (threadIdx.x == 0) {
     int seen;
@@ -167,7 +171,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   float* sStats = reinterpret_cast<float*>(smem_raw + Traits::kRowStatsOffsetBytes);  // [stage][lse2 | D]
 
   const AttentionParams& p = bp.forward;
-  const int n_block = blockIdx.x, head_kv = blockIdx.y, batch = blockIdx.z;
+  // Deterministic mode launches the last KV block first (see wait_for_turn).
+  const int n_block = bp.deterministic ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int head_kv = blockIdx.y, batch = blockIdx.z;
   const attn::SequenceExtent seq = attn::sequence_extent(p, batch);
   const bool packed_k = p.cu_seqlens_k != nullptr;
   const int keys_in_tensor = packed_k ? p.cu_seqlens_k[batch + 1] - p.cu_seqlens_k[batch] : p.seqlen_k;
@@ -324,7 +330,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     int* turn_counter = nullptr;
     if (bp.deterministic) {
       turn_counter = ws.turn<kBlockM>(ws_row0);
-      wait_for_turn(turn_counter, n_block - mask.first_key(m0) / kBlockN);
+      // The KV blocks that see this query block are consecutive, up to the one holding the last
+      // key its last row sees (the same diagonal bounds as the walk's m_begin / m_count).
+      wait_for_turn(turn_counter, mask.last_key(m0 + kBlockM - 1) / kBlockN - n_block);
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;
 #pragma unroll
