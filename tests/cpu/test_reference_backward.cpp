@@ -195,6 +195,18 @@ TEST(ReferenceBackward, NanInputsPropagateToTheirGradients) {
   EXPECT_TRUE(std::isnan(bp.dk[0]));  // every key of (batch 0, head 0) saw the NaN row
 }
 
+// Host pointers: the backward's dispatch picks the CPU reference, and a pinned GPU path says why not.
+TEST(BackwardDispatch, HostPointersSelectTheCpuReference) {
+  BackwardProblem bp = make_backward(base_case());
+  KernelPath chosen = KernelPath::kAuto;
+  ASSERT_TRUE(select_backward_path(bp.params, &chosen).ok());
+  EXPECT_EQ(chosen, KernelPath::kCpuReference);
+  bp.params.forward.path = KernelPath::kSm80;
+  const Status st = select_backward_path(bp.params, &chosen);
+  EXPECT_EQ(st.code, StatusCode::kUnsupported);
+  EXPECT_NE(st.message.find("sm80"), std::string::npos) << st.message;
+}
+
 TEST(BackwardValidation, NamesTheArgumentAndTheRule) {
   BackwardProblem bp = make_backward(base_case());
   auto message = [&](BackwardParams p) {

@@ -74,12 +74,35 @@ TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   }
 }
 
-// Default dispatch (kAuto): a call the sm80 backward cannot take (fp32, head dim 40) falls to the
-// naive GPU backward instead of failing.
-TEST(Sm80Backward, AutoDispatchFallsBackToTheNaivePath) {
+// Default dispatch (kAuto): the sm80 backward takes an fp16 d64 call; one it cannot take (fp32,
+// head dim 40) falls to the naive GPU backward instead of failing, and every one computes correctly.
+TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   FC_REQUIRE_GPU();
   testing::TestCase tc;
   tc.batch = 1, tc.seqlen_q = tc.seqlen_k = 70, tc.heads_q = tc.heads_kv = 1, tc.head_dim_qk = tc.head_dim_v = 64;
+  // select_backward_path names the path attention_backward takes.
+  auto chosen_path = [](const testing::TestCase& c) {
+    testing::HostProblem host = testing::make_problem(c);
+    BackwardParams bp;
+    bp.forward = host.params;
+    set_grad_strides_like_forward(bp);
+    void* dev = nullptr;  // one device buffer stands in for every tensor: only placement is read
+    EXPECT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
+    bp.forward.q = bp.forward.k = bp.forward.v = dev;
+    bp.forward.o = dev, bp.forward.lse = static_cast<float*>(dev);
+    bp.dout = bp.dq = bp.dk = bp.dv = dev;
+    KernelPath path = KernelPath::kAuto;
+    const Status st = select_backward_path(bp, &path);
+    EXPECT_TRUE(st.ok()) << st.message;
+    cudaFree(dev);
+    return path;
+  };
+  testing::TestCase probe = tc;
+  EXPECT_EQ(chosen_path(probe), KernelPath::kSm80);
+  probe.dtype = DType::kFloat32;
+  EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
+  probe.dtype = DType::kFloat16, probe.head_dim_qk = probe.head_dim_v = 40;
+  EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   testing::BackwardRun run;  // kAuto
   run.expect_repeatable = false;
   run.tag = "auto-bwd";
