@@ -9,7 +9,24 @@
 # that the path's launch.cu turns into its built-kernel table, its supports() messages and its
 # shared-memory estimate (src/api/built_kernels.hpp).
 
-# Sets -gencode flags on CUDA source files for the listed archs (80, 86, 89, 90a, ...).
+# The virtual architecture whose PTX is embedded next to the SASS (FLASHCORE_EMBED_PTX): the lowest
+# listed arch that is not architecture-specific (no "a" suffix), so GPUs newer than every listed
+# arch still run the kernels built from that PTX (the driver compiles it on first use). Empty
+# when every listed arch is architecture-specific (90a PTX runs only on 9.0).
+function(flashcore_ptx_arch out)
+  set(best "")
+  if(FLASHCORE_EMBED_PTX)
+    foreach(arch ${ARGN})
+      if(arch MATCHES "^[0-9]+$" AND (best STREQUAL "" OR arch LESS best))
+        set(best ${arch})
+      endif()
+    endforeach()
+  endif()
+  set(${out} "${best}" PARENT_SCOPE)
+endfunction()
+
+# Sets -gencode flags on CUDA source files for the listed archs (80, 86, 89, 90a, ...), plus the
+# PTX of flashcore_ptx_arch.
 function(flashcore_set_cuda_arch_flags)
   set(archs)
   set(srcs)
@@ -24,6 +41,10 @@ function(flashcore_set_cuda_arch_flags)
   foreach(arch ${archs})
     list(APPEND flags "-gencode=arch=compute_${arch},code=sm_${arch}")
   endforeach()
+  flashcore_ptx_arch(ptx_arch ${archs})
+  if(ptx_arch)
+    list(APPEND flags "-gencode=arch=compute_${ptx_arch},code=compute_${ptx_arch}")
+  endif()
   if(FLASHCORE_PTXAS_VERBOSE)
     list(APPEND flags "-Xptxas=-v")
   endif()
@@ -140,7 +161,9 @@ function(flashcore_add_kernel_paths target)
   string(REPLACE ";" "," archs_csv "${FLASHCORE_CUDA_ARCHS}")
   string(REPLACE ";" "," dims_csv "${FLASHCORE_HEAD_DIMS}")
   string(REPLACE ";" "," dtypes_csv "${FLASHCORE_DTYPES}")
+  flashcore_ptx_arch(ptx_arch ${FLASHCORE_CUDA_ARCHS})
   target_compile_definitions(${target} PRIVATE
+    FLASHCORE_PTX_ARCH="${ptx_arch}"
     FLASHCORE_VERSION="${PROJECT_VERSION}"
     FLASHCORE_ARCHS="${archs_csv}" FLASHCORE_HEAD_DIMS_STR="${dims_csv}" FLASHCORE_DTYPES_STR="${dtypes_csv}")
 endfunction()

@@ -81,11 +81,13 @@ std::string declared_pairs_list(const DeclaredKernel (&list)[N]) {
 
 namespace flashcore::detail {
 
-// Whether this build holds machine code that runs on compute capability major.minor: SASS for
-// sm_8x runs on 8.y with y >= x; sm_90a / sm_90 only on 9.0. (No PTX is embedded.) FLASHCORE_ARCHS
-// is the build's list, e.g. "80,90a".
-inline bool build_has_code_for(int major, int minor) {
-  const std::string archs = FLASHCORE_ARCHS;
+// Whether code built for `archs` (a comma-separated list like "80,90a") runs on compute capability
+// major.minor: SASS for sm_8x runs on 8.y with y >= x; sm_90a only on 9.0. `ptx_arch` ("80", or
+// empty when the build embeds no PTX) is the virtual architecture whose PTX the build embeds: the
+// driver compiles it for any device of that compute capability or newer.
+inline bool arch_list_runs_on(const std::string& archs, const std::string& ptx_arch, int major, int minor) {
+  const int device = 10 * major + minor;
+  if (ptx_arch.size() >= 2 && device >= 10 * (ptx_arch[0] - '0') + (ptx_arch[1] - '0')) return true;
   size_t pos = 0;
   while (pos <= archs.size()) {
     const size_t end = archs.find(',', pos) == std::string::npos ? archs.size() : archs.find(',', pos);
@@ -98,5 +100,22 @@ inline bool build_has_code_for(int major, int minor) {
   }
   return false;
 }
+
+#ifdef FLASHCORE_ARCHS
+// This build's kernels (FLASHCORE_ARCHS, FLASHCORE_PTX_ARCH: set by cmake/FlashcoreKernels.cmake).
+inline bool build_has_code_for(int major, int minor) {
+  return arch_list_runs_on(FLASHCORE_ARCHS, FLASHCORE_PTX_ARCH, major, minor);
+}
+
+// Empty when this build's kernels run on compute capability major.minor; otherwise why not, naming
+// `what` (e.g. "the sm80 path"), for supports(): an Unsupported error before any launch instead of
+// the CUDA runtime's "no kernel image".
+inline std::string missing_code_reason(const char* what, int major, int minor) {
+  if (build_has_code_for(major, minor)) return "";
+  const std::string ptx = FLASHCORE_PTX_ARCH;
+  return std::string("this build has no ") + what + " code for sm_" + std::to_string(major) + std::to_string(minor) +
+         " (built archs: " + FLASHCORE_ARCHS + (ptx.empty() ? "; no PTX embedded" : "; PTX compute_" + ptx) + ")";
+}
+#endif
 
 }  // namespace flashcore::detail

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
@@ -188,6 +189,7 @@ Status launch(const AttentionParams& p, cudaStream_t stream) {
 std::string naive_supports(const AttentionParams& p, const DeviceInfo& d) {
   if (d.pointers_on_host) return "the naive GPU path needs device pointers (q is host memory)";
   if (!d.has_device) return "no CUDA device";
+  if (std::string why = missing_code_reason("naive GPU", d.cc_major, d.cc_minor); !why.empty()) return why;
   if (smem_bytes(p.head_dim_qk, p.head_dim_v) > d.max_smem_per_block_optin)
     return "head dims need more shared memory than the device offers";
   if (p.seqlen_q > 65535 * kRows) return "seqlen_q too large for the naive path's grid";

@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
@@ -208,6 +209,7 @@ Status launch(const BackwardParams& bp, cudaStream_t stream) {
 std::string naive_backward_supports(const BackwardParams& bp, const DeviceInfo& d) {
   const AttentionParams& p = bp.forward;
   if (d.pointers_on_host || !d.has_device) return "the naive GPU backward needs device pointers on a CUDA device";
+  if (std::string why = missing_code_reason("naive GPU", d.cc_major, d.cc_minor); !why.empty()) return why;
   if (std::max(dq_smem(p.head_dim_qk, p.head_dim_v), dkdv_smem(p.head_dim_qk, p.head_dim_v)) > d.max_smem_per_block_optin) {
     return "head dims need more shared memory than the device offers";
   }

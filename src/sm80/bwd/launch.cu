@@ -40,10 +40,7 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
     return "the sm80 backward needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + ")";
   }
-  if (!build_has_code_for(d.cc_major, d.cc_minor)) {
-    return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
-           std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
-  }
+  if (std::string why = missing_code_reason("sm80-path", d.cc_major, d.cc_minor); !why.empty()) return why;
   if (find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 backward (built: " +

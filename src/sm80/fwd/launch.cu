@@ -60,10 +60,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +
            std::to_string(d.cc_minor) + ")";
   }
-  if (!build_has_code_for(d.cc_major, d.cc_minor)) {
-    return std::string("this build has no sm80-path code for sm_") + std::to_string(d.cc_major) +
-           std::to_string(d.cc_minor) + " (built archs: " + FLASHCORE_ARCHS + ")";
-  }
+  if (std::string why = missing_code_reason("sm80-path", d.cc_major, d.cc_minor); !why.empty()) return why;
   const Plan plan = plan_for(p);
   if (plan.inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
