@@ -7,13 +7,14 @@ Drop-in for flash-attn 2.x's functional API (forward and backward):
 and an SDPA-layout entry point, `flashcore.attention(q, k, v, is_causal=...)`. Both are
 torch.library custom ops (torch.compile and CUDA graphs work). Without torch, `flashcore.host`
 runs the same C++ library on numpy arrays (the fp64 CPU reference path) and `flashcore._C` is the raw
-binding. Errors: ValueError for a call that breaks a rule (the message names the argument),
+binding. Errors: flashcore.InvalidArgumentError for a call that breaks a rule (the message names the
+argument; a ValueError and also a RuntimeError, which is what flash-attn users catch),
 flashcore.UnsupportedError (a NotImplementedError, hence RuntimeError) for a valid call no kernel path
 of this build/device runs, RuntimeError for CUDA failures.
 """
 
 from . import _C
-from ._C import UnsupportedError, build_info
+from ._C import InvalidArgumentError, UnsupportedError, build_info
 from ._params import set_check_device_metadata
 
 __version__ = "0.1.0"
@@ -40,4 +41,4 @@ else:
                               "flashcore.host runs on numpy arrays")
         raise AttributeError(f"module 'flashcore' has no attribute {name!r}")
 
-__all__ = ["UnsupportedError", "build_info", "set_check_device_metadata", *_TORCH_API]
+__all__ = ["InvalidArgumentError", "UnsupportedError", "build_info", "set_check_device_metadata", *_TORCH_API]

@@ -57,14 +57,14 @@ def path_code(path: str) -> int:
     try:
         return PATHS[path]
     except KeyError:
-        raise ValueError(f"path: must be one of {sorted(PATHS)}, got {path!r}") from None
+        raise _C.InvalidArgumentError(f"path: must be one of {sorted(PATHS)}, got {path!r}") from None
 
 
 def mask_align_code(mask_align: str) -> int:
     try:
         return MASK_ALIGNS[mask_align]
     except KeyError:
-        raise ValueError(f"mask_align: must be one of {sorted(MASK_ALIGNS)}, got {mask_align!r}") from None
+        raise _C.InvalidArgumentError(f"mask_align: must be one of {sorted(MASK_ALIGNS)}, got {mask_align!r}") from None
 
 
 def window_bounds(window_size: Sequence[int]) -> Tuple[int, int]:
@@ -73,7 +73,7 @@ def window_bounds(window_size: Sequence[int]) -> Tuple[int, int]:
         left, right = window_size
         left, right = int(left), int(right)
     except (TypeError, ValueError):
-        raise ValueError(f"window_size: must be a pair (left, right) of ints, -1 = unbounded; got {window_size!r}") from None
+        raise _C.InvalidArgumentError(f"window_size: must be a pair (left, right) of ints, -1 = unbounded; got {window_size!r}") from None
     return left, right
 
 
@@ -89,12 +89,12 @@ def reject_unsupported(dropout_p: float = 0.0, block_table=None) -> None:
 
 def _expect_ndim(desc: ArrayDesc, ndim: int, layout: str) -> None:
     if len(desc.shape) != ndim:
-        raise ValueError(f"{desc.name}: expected {ndim} dimensions {layout}, got shape {list(desc.shape)}")
+        raise _C.InvalidArgumentError(f"{desc.name}: expected {ndim} dimensions {layout}, got shape {list(desc.shape)}")
 
 
 def _expect_last_dim_contiguous(desc: ArrayDesc) -> None:
     if desc.shape[-1] > 1 and desc.strides[-1] != 1:
-        raise ValueError(f"{desc.name}: the last dimension (head dim) must be contiguous (stride 1), "
+        raise _C.InvalidArgumentError(f"{desc.name}: the last dimension (head dim) must be contiguous (stride 1), "
                          f"got stride {desc.strides[-1]}")
 
 
@@ -119,48 +119,48 @@ def check_inputs(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, *, cu_seqlens_q: Opti
     for desc in (q, k, v):
         _expect_ndim(desc, 3 if varlen else 4, layouts[desc.name])
     if q.dtype not in KERNEL_DTYPES:
-        raise ValueError(f"q: dtype {q.dtype} is not supported (fp16, bf16, fp32)")
+        raise _C.InvalidArgumentError(f"q: dtype {q.dtype} is not supported (fp16, bf16, fp32)")
     for desc in (k, v):
         if desc.dtype != q.dtype:
-            raise ValueError(f"{desc.name}: dtype must match q ({q.dtype}), got {desc.dtype}")
+            raise _C.InvalidArgumentError(f"{desc.name}: dtype must match q ({q.dtype}), got {desc.dtype}")
     for desc in (q, k, v):
         _expect_last_dim_contiguous(desc)
     if not varlen and k.shape[0] != q.shape[0]:
-        raise ValueError(f"k: batch size must match q ({q.shape[0]}), got {k.shape[0]}")
+        raise _C.InvalidArgumentError(f"k: batch size must match q ({q.shape[0]}), got {k.shape[0]}")
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k: head dim must match q's ({q.shape[-1]}), got {k.shape[-1]}")
+        raise _C.InvalidArgumentError(f"k: head dim must match q's ({q.shape[-1]}), got {k.shape[-1]}")
     if tuple(v.shape[:-1]) != tuple(k.shape[:-1]):
-        raise ValueError(f"v: all dimensions but the last must match k's {list(k.shape[:-1])}, got {list(v.shape[:-1])}")
+        raise _C.InvalidArgumentError(f"v: all dimensions but the last must match k's {list(k.shape[:-1])}, got {list(v.shape[:-1])}")
 
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None:
-            raise ValueError("cu_seqlens_q, cu_seqlens_k: varlen needs both (int32 [batch + 1])")
+            raise _C.InvalidArgumentError("cu_seqlens_q, cu_seqlens_k: varlen needs both (int32 [batch + 1])")
         for desc in (cu_seqlens_q, cu_seqlens_k):
             if desc.dtype != "int32" or len(desc.shape) != 1 or desc.shape[0] < 1:
-                raise ValueError(f"{desc.name}: must be a 1-D int32 array of batch + 1 offsets, "
+                raise _C.InvalidArgumentError(f"{desc.name}: must be a 1-D int32 array of batch + 1 offsets, "
                                  f"got dtype {desc.dtype} shape {list(desc.shape)}")
             if desc.shape[0] > 1 and desc.strides[0] != 1:
-                raise ValueError(f"{desc.name}: must be contiguous, got stride {desc.strides[0]}")
+                raise _C.InvalidArgumentError(f"{desc.name}: must be contiguous, got stride {desc.strides[0]}")
         if cu_seqlens_k.shape[0] != cu_seqlens_q.shape[0]:
-            raise ValueError(f"cu_seqlens_k: must have as many entries as cu_seqlens_q ({cu_seqlens_q.shape[0]}), "
+            raise _C.InvalidArgumentError(f"cu_seqlens_k: must have as many entries as cu_seqlens_q ({cu_seqlens_q.shape[0]}), "
                              f"got {cu_seqlens_k.shape[0]}")
     if seqused_k is not None:
         if not varlen:
-            raise ValueError("seqused_k: only applies to varlen calls (with cu_seqlens_q/k)")
+            raise _C.InvalidArgumentError("seqused_k: only applies to varlen calls (with cu_seqlens_q/k)")
         batch = cu_seqlens_q.shape[0] - 1
         if seqused_k.dtype != "int32" or tuple(seqused_k.shape) != (batch,):
-            raise ValueError(f"seqused_k: must be int32 [batch] = [{batch}], got dtype {seqused_k.dtype} "
+            raise _C.InvalidArgumentError(f"seqused_k: must be int32 [batch] = [{batch}], got dtype {seqused_k.dtype} "
                              f"shape {list(seqused_k.shape)}")
         if batch > 1 and seqused_k.strides[0] != 1:
-            raise ValueError(f"seqused_k: must be contiguous, got stride {seqused_k.strides[0]}")
+            raise _C.InvalidArgumentError(f"seqused_k: must be contiguous, got stride {seqused_k.strides[0]}")
 
     if alibi_slopes is not None:
         heads_q = q.shape[-2]
         batch = (cu_seqlens_q.shape[0] - 1) if varlen else q.shape[0]
         if alibi_slopes.dtype != "fp32":
-            raise ValueError(f"alibi_slopes: must be float32, got {alibi_slopes.dtype}")
+            raise _C.InvalidArgumentError(f"alibi_slopes: must be float32, got {alibi_slopes.dtype}")
         if tuple(alibi_slopes.shape) not in ((heads_q,), (batch, heads_q)):
-            raise ValueError(f"alibi_slopes: shape must be [nheads] = [{heads_q}] or [batch, nheads] = "
+            raise _C.InvalidArgumentError(f"alibi_slopes: shape must be [nheads] = [{heads_q}] or [batch, nheads] = "
                              f"[{batch}, {heads_q}], got {list(alibi_slopes.shape)}")
         _expect_last_dim_contiguous(alibi_slopes)
 
@@ -194,11 +194,11 @@ def build_params(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, o: ArrayDesc, lse: Op
     varlen = cu_seqlens_q is not None
     o_shape, lse_shape = output_shapes(q.shape, v.shape, varlen)
     if tuple(o.shape) != tuple(o_shape) or o.dtype != q.dtype:
-        raise ValueError(f"out: must be {q.dtype} of shape {list(o_shape)}, got {o.dtype} {list(o.shape)}")
+        raise _C.InvalidArgumentError(f"out: must be {q.dtype} of shape {list(o_shape)}, got {o.dtype} {list(o.shape)}")
     _expect_last_dim_contiguous(o)
     if lse is not None:
         if tuple(lse.shape) != tuple(lse_shape) or lse.dtype != "fp32":
-            raise ValueError(f"lse: must be fp32 of shape {list(lse_shape)}, got {lse.dtype} {list(lse.shape)}")
+            raise _C.InvalidArgumentError(f"lse: must be fp32 of shape {list(lse_shape)}, got {lse.dtype} {list(lse.shape)}")
         _expect_last_dim_contiguous(lse)
 
     p = _C.AttentionParams()

@@ -19,13 +19,13 @@ def variant_code(variant: str) -> int:
     try:
         return SOFTMAX_VARIANTS.index(variant)
     except ValueError:
-        raise ValueError(f"variant: must be one of {', '.join(SOFTMAX_VARIANTS)} (got {variant!r})") from None
+        raise _C.InvalidArgumentError(f"variant: must be one of {', '.join(SOFTMAX_VARIANTS)} (got {variant!r})") from None
 
 
 def rows_and_cols(name: str, shape: Sequence[int], strides: Sequence[int]) -> Tuple[int, int]:
     """[..., cols] with every row contiguous and rows packed: the softmax kernels' layout."""
     if len(shape) == 0:
-        raise ValueError(f"{name}: must have at least one dimension (softmax runs over the last one)")
+        raise _C.InvalidArgumentError(f"{name}: must have at least one dimension (softmax runs over the last one)")
     cols = int(shape[-1])
     rows = 1
     for extent in shape[:-1]:
@@ -35,7 +35,7 @@ def rows_and_cols(name: str, shape: Sequence[int], strides: Sequence[int]) -> Tu
     expected = 1
     for extent, stride in zip(reversed(shape), reversed(strides)):
         if extent != 1 and stride != expected:
-            raise ValueError(f"{name}: must be contiguous (row-major, last dim softmaxed); got shape "
+            raise _C.InvalidArgumentError(f"{name}: must be contiguous (row-major, last dim softmaxed); got shape "
                              f"{list(shape)} strides {list(strides)}")
         expected *= int(extent)
     return rows, cols

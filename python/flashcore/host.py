@@ -26,10 +26,10 @@ _NUMPY_DTYPES = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32", np.
 def describe(name: str, array, dtype: Optional[str] = None) -> ArrayDesc:
     """ArrayDesc of a numpy array (strides converted from bytes to elements)."""
     if not isinstance(array, np.ndarray):
-        raise ValueError(f"{name}: expected a numpy array, got {type(array).__name__}")
+        raise _C.InvalidArgumentError(f"{name}: expected a numpy array, got {type(array).__name__}")
     if dtype == "bf16":
         if array.dtype != np.uint16:
-            raise ValueError(f"{name}: dtype='bf16' needs uint16 arrays of bf16 bit patterns, got {array.dtype}")
+            raise _C.InvalidArgumentError(f"{name}: dtype='bf16' needs uint16 arrays of bf16 bit patterns, got {array.dtype}")
         name_of_dtype = "bf16"
     else:
         name_of_dtype = _NUMPY_DTYPES.get(array.dtype, str(array.dtype))
@@ -37,7 +37,7 @@ def describe(name: str, array, dtype: Optional[str] = None) -> ArrayDesc:
     strides = []
     for stride in array.strides:
         if stride % itemsize != 0:
-            raise ValueError(f"{name}: strides must be whole elements, got {array.strides} bytes for itemsize {itemsize}")
+            raise _C.InvalidArgumentError(f"{name}: strides must be whole elements, got {array.strides} bytes for itemsize {itemsize}")
         strides.append(stride // itemsize)
     return ArrayDesc(name, int(array.ctypes.data), tuple(array.shape), tuple(strides), name_of_dtype)
 
@@ -64,7 +64,7 @@ def attention_forward(q, k, v, *, softmax_scale: Optional[float] = None, causal:
         lse = np.empty(lse_shape, dtype=np.float32)
     if varlen:
         if max_seqlen_q is None or max_seqlen_k is None:
-            raise ValueError("max_seqlen_q, max_seqlen_k: varlen calls must give both")
+            raise _C.InvalidArgumentError("max_seqlen_q, max_seqlen_k: varlen calls must give both")
     window_left, window_right = window_bounds(window_size)
     params = build_params(
         qd, kd, vd, describe("out", out, dtype) if out is not None else qd,
@@ -75,7 +75,7 @@ def attention_forward(q, k, v, *, softmax_scale: Optional[float] = None, causal:
         softcap=softcap, causal=causal, mask_align=mask_align_code(mask_align),
         window_left=window_left, window_right=window_right, path=path_code(path))
     if out is not None and not out.flags.writeable:
-        raise ValueError("out: must be writeable")
+        raise _C.InvalidArgumentError("out: must be writeable")
     _C.forward(params)
     return out, lse
 
@@ -102,7 +102,7 @@ def softmax(x, *, dtype: Optional[str] = None, return_lse: bool = False, variant
     shape x.shape[:-1])."""
     xd = describe("x", x, dtype)
     if xd.dtype not in KERNEL_DTYPE_CODES:
-        raise ValueError(f"x: dtype must be fp32, fp16 or bf16 (uint16 bits with dtype='bf16'), got {xd.dtype}")
+        raise _C.InvalidArgumentError(f"x: dtype must be fp32, fp16 or bf16 (uint16 bits with dtype='bf16'), got {xd.dtype}")
     rows, cols = rows_and_cols("x", xd.shape, xd.strides)
     y = np.empty_like(x)
     lse = np.empty(x.shape[:-1], dtype=np.float32)

@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from . import ops
+from . import _C, ops
 from ._params import (PATH_NAMES, ArrayDesc, build_params, mask_align_code, output_shapes, path_code,
                       reject_unsupported, window_bounds)
 
@@ -64,7 +64,7 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               *, _path: str = "auto"):
     """qkv (batch, seqlen, 3, nheads, headdim): q, k, v are strided views of it, no copy."""
     if qkv.dim() != 5 or qkv.shape[2] != 3:
-        raise ValueError(f"qkv: expected shape (batch, seqlen, 3, nheads, headdim), got {list(qkv.shape)}")
+        raise _C.InvalidArgumentError(f"qkv: expected shape (batch, seqlen, 3, nheads, headdim), got {list(qkv.shape)}")
     return flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal,
                            window_size, softcap, alibi_slopes, deterministic, return_attn_probs, _path=_path)
 
@@ -74,7 +74,7 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
                              *, _path: str = "auto"):
     """q (batch, seqlen_q, nheads, headdim), kv (batch, seqlen_k, 2, nheads_k, headdim)."""
     if kv.dim() != 5 or kv.shape[2] != 2:
-        raise ValueError(f"kv: expected shape (batch, seqlen_k, 2, nheads_k, headdim), got {list(kv.shape)}")
+        raise _C.InvalidArgumentError(f"kv: expected shape (batch, seqlen_k, 2, nheads_k, headdim), got {list(kv.shape)}")
     return flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size,
                            softcap, alibi_slopes, deterministic, return_attn_probs, _path=_path)
 
@@ -98,7 +98,7 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      deterministic=False, return_attn_probs=False, *, _path: str = "auto"):
     """qkv (total, 3, nheads, headdim)."""
     if qkv.dim() != 4 or qkv.shape[1] != 3:
-        raise ValueError(f"qkv: expected shape (total, 3, nheads, headdim), got {list(qkv.shape)}")
+        raise _C.InvalidArgumentError(f"qkv: expected shape (total, 3, nheads, headdim), got {list(qkv.shape)}")
     return flash_attn_varlen_func(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen,
                                   max_seqlen, dropout_p, softmax_scale, causal, window_size, softcap,
                                   alibi_slopes, deterministic, return_attn_probs, _path=_path)
@@ -110,7 +110,7 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     return_attn_probs=False, *, _path: str = "auto"):
     """q (total_q, nheads, headdim), kv (total_k, 2, nheads_k, headdim)."""
     if kv.dim() != 4 or kv.shape[1] != 2:
-        raise ValueError(f"kv: expected shape (total_k, 2, nheads_k, headdim), got {list(kv.shape)}")
+        raise _C.InvalidArgumentError(f"kv: expected shape (total_k, 2, nheads_k, headdim), got {list(kv.shape)}")
     return flash_attn_varlen_func(q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                   max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap,
                                   alibi_slopes, deterministic, return_attn_probs, _path=_path)
@@ -134,9 +134,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = Non
     reject_unsupported(dropout_p)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
-            raise ValueError(f"{name}: expected 4 dimensions (batch, nheads, seqlen, headdim), got shape {list(t.shape)}")
+            raise _C.InvalidArgumentError(f"{name}: expected 4 dimensions (batch, nheads, seqlen, headdim), got shape {list(t.shape)}")
     if k.shape[1] != q.shape[1] and not enable_gqa:
-        raise ValueError(f"k: number of heads ({k.shape[1]}) differs from q's ({q.shape[1]}); "
+        raise _C.InvalidArgumentError(f"k: number of heads ({k.shape[1]}) differs from q's ({q.shape[1]}); "
                          "pass enable_gqa=True for grouped-query attention")
     out, lse = _run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale,
                     causal=is_causal, mask_align="top_left", window_size=window_size, softcap=softcap,

@@ -60,7 +60,7 @@ def describe_real(name: str, t: Optional[Tensor]) -> Optional[ArrayDesc]:
 def _check_devices(q: Tensor, others) -> None:
     for name, t in others:
         if t is not None and t.device != q.device:
-            raise ValueError(f"{name}: must be on q's device ({q.device}), got {t.device}")
+            raise _C.InvalidArgumentError(f"{name}: must be on q's device ({q.device}), got {t.device}")
 
 
 # Kernel dtype codes (flashcore::DType) of the torch dtypes the kernels take, as plain ints.
@@ -248,7 +248,7 @@ fwd.register_autograd(_backward, setup_context=_setup_context)
 def _softmax_check(x: Tensor) -> Tuple[int, int]:
     dtype = _dtype_name(x)
     if dtype not in KERNEL_DTYPE_CODES:
-        raise ValueError(f"x: dtype must be float32, float16 or bfloat16, got {x.dtype}")
+        raise _C.InvalidArgumentError(f"x: dtype must be float32, float16 or bfloat16, got {x.dtype}")
     return rows_and_cols("x", tuple(x.shape), tuple(x.stride()))
 
 

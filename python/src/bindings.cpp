@@ -4,7 +4,8 @@
 // and the CUDA stream as an integer handle. Python fills an `AttentionParams` and calls `forward`;
 // the C++ API validates, dispatches and runs. Errors come back as exceptions carrying the C++
 // message verbatim:
-//   kInvalidArgument -> ValueError
+//   kInvalidArgument -> flashcore._C.InvalidArgumentError (a ValueError and a RuntimeError: flash-attn
+//                       users catch RuntimeError)
 //   kUnsupported     -> flashcore._C.UnsupportedError (a NotImplementedError, so a RuntimeError):
 //                       a valid call that no kernel path runs
 //   anything else    -> RuntimeError
@@ -34,13 +35,15 @@ namespace {
 // The Python type of "valid call, but no kernel path of this build/device computes it". Created
 // once at import and kept for the life of the process (module attribute holds a reference too).
 PyObject* g_unsupported_error = nullptr;
+// The Python type of "the call breaks a rule of the API" (ValueError and RuntimeError).
+PyObject* g_invalid_argument_error = nullptr;
 
 // Sets the Python error for a failed status and returns nullptr (CPython's "an exception is set").
 // The calls that can fail are plain CPython functions (below) rather than pybind11 lambdas, so an
 // error reaches Python without a C++ exception crossing any frame.
 PyObject* set_error(const Status& status) {
   PyObject* type = PyExc_RuntimeError;
-  if (status.code == StatusCode::kInvalidArgument) type = PyExc_ValueError;
+  if (status.code == StatusCode::kInvalidArgument) type = g_invalid_argument_error;
   if (status.code == StatusCode::kUnsupported) type = g_unsupported_error;
   PyErr_SetString(type, status.message.c_str());
   return nullptr;
@@ -137,13 +140,13 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // Sizes that do not fit an int would wrap above: refuse them here (validate() sees only ints).
   for (int i = 5; i <= 11; ++i) {
     if (ints[i] < 0 || ints[i] > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "forward_dense: size argument %d out of range: %lld", i, ints[i]);
+      PyErr_Format(g_invalid_argument_error, "forward_dense: size argument %d out of range: %lld", i, ints[i]);
       return nullptr;
     }
   }
   for (int i = 26; i <= 27; ++i) {
     if (ints[i] < INT32_MIN || ints[i] > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "window_size: each bound must fit a 32-bit int (-1 = unbounded), got %lld", ints[i]);
+      PyErr_Format(g_invalid_argument_error, "window_size: each bound must fit a 32-bit int (-1 = unbounded), got %lld", ints[i]);
       return nullptr;
     }
   }
@@ -245,6 +248,16 @@ PYBIND11_MODULE(_C, m) {
       PyExc_NotImplementedError, nullptr);
   if (g_unsupported_error == nullptr) throw py::error_already_set();
   m.attr("UnsupportedError") = py::handle(g_unsupported_error);  // module attr takes its own ref
+  PyObject* invalid_bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_RuntimeError);
+  if (invalid_bases == nullptr) throw py::error_already_set();
+  g_invalid_argument_error = PyErr_NewExceptionWithDoc(
+      "flashcore._C.InvalidArgumentError",
+      "The call breaks a rule of the API; the message names the argument and the rule. A ValueError and "
+      "a RuntimeError.",
+      invalid_bases, nullptr);
+  Py_DECREF(invalid_bases);
+  if (g_invalid_argument_error == nullptr) throw py::error_already_set();
+  m.attr("InvalidArgumentError") = py::handle(g_invalid_argument_error);
 
   py::enum_<StatusCode>(m, "StatusCode")
       .value("OK", StatusCode::kOk)

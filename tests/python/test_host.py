@@ -225,6 +225,18 @@ def test_cpp_rule_violations_raise_value_error_with_the_cpp_message(broken, argu
     (dict(softcap=-1.0), "softcap"),
     (dict(softmax_scale=float("nan")), "softmax_scale"),
 ])
+def test_argument_errors_are_value_and_runtime_errors():
+    # flash-attn raises RuntimeError for bad arguments; flashcore's InvalidArgumentError is both, so
+    # either `except` clause catches it, from the C++ validation and from the Python-side checks.
+    assert issubclass(flashcore.InvalidArgumentError, ValueError)
+    assert issubclass(flashcore.InvalidArgumentError, RuntimeError)
+    q, k, v = random_qkv(np.random.default_rng(0), 1, 8, 8, 2, 2, 8)
+    with pytest.raises(RuntimeError, match="^causal:"):  # a rule of the C++ validate()
+        host.attention_forward(q, k, v, causal=True, window_size=(2, 2))
+    with pytest.raises(RuntimeError, match="^k:"):  # a shape rule checked in Python
+        host.attention_forward(q, k[:, :, :, :4], v)
+
+
 def test_invalid_score_or_window_arguments_name_the_cpp_field(kwargs, argument):
     q, k, v = small_problem()
     with pytest.raises(ValueError, match="^" + argument + ":"):
