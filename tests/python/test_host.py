@@ -220,11 +220,6 @@ def test_cpp_rule_violations_raise_value_error_with_the_cpp_message(broken, argu
     assert np.isnan(out).all() and np.isnan(lse).all(), "nothing written on error"
 
 
-@pytest.mark.parametrize("kwargs, argument", [
-    (dict(window_size=(-2, 0)), "window_left"),
-    (dict(softcap=-1.0), "softcap"),
-    (dict(softmax_scale=float("nan")), "softmax_scale"),
-])
 def test_argument_errors_are_value_and_runtime_errors():
     # flash-attn raises RuntimeError for bad arguments; flashcore's InvalidArgumentError is both, so
     # either `except` clause catches it, from the C++ validation and from the Python-side checks.
@@ -237,6 +232,11 @@ def test_argument_errors_are_value_and_runtime_errors():
         host.attention_forward(q, k[:, :, :, :4], v)
 
 
+@pytest.mark.parametrize("kwargs, argument", [
+    (dict(window_size=(-2, 0)), "window_left"),
+    (dict(softcap=-1.0), "softcap"),
+    (dict(softmax_scale=float("nan")), "softmax_scale"),
+])
 def test_invalid_score_or_window_arguments_name_the_cpp_field(kwargs, argument):
     q, k, v = small_problem()
     with pytest.raises(ValueError, match="^" + argument + ":"):
