@@ -6,7 +6,8 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
     None exactly as flash-attn's would be.
   * causal=True is aligned to the bottom-right corner of the score matrix (flash-attn's convention)
     and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
-  * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log.
+  * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log; +inf for a row that sees
+    no key, as flash-attn returns it (flashcore's native API and the C++ API use -inf there).
 Refused with a clear error, never ignored: dropout_p > 0, block_table (paged KV).
 `deterministic` reaches the backward: the sm80 backward kernel adds dQ with fp32 atomics in any order
 unless deterministic=True, which fixes that order (bitwise-repeatable gradients); the naive GPU and
@@ -45,7 +46,10 @@ def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_s
 
 
 def _result(out: Tensor, lse: Tensor, return_attn_probs: bool):
-    return (out, lse, None) if return_attn_probs else out
+    if not return_attn_probs:
+        return out
+    # flash-attn's convention for rows that see no key (the C++ API's lse, kept for the backward, is -inf).
+    return out, lse.masked_fill(lse == float("-inf"), float("inf")), None
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
