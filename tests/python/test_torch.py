@@ -569,6 +569,16 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
     assert str(err.value).startswith(message), str(err.value)
 
 
+def test_rows_without_keys_return_lse_plus_inf_like_flash_attn():
+    # Causal bottom-right with Sq = 8 > Sk = 4: query rows 0..3 see no key. flash-attn returns +inf
+    # there; the output rows are 0 and the rows that see keys keep their finite LSE.
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, n, 2, 16, generator=gen) for n in (8, 4, 4))
+    out, lse, _ = flashcore.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert torch.isposinf(lse[..., :4]).all() and torch.isfinite(lse[..., 4:]).all()
+    assert (out[:, :4] == 0).all()
+
+
 def test_cpu_tensors_run_the_fp64_cpu_reference():
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(2, 9, 4, 16, generator=gen)
