@@ -48,5 +48,7 @@ PathOps cpu_reference_path();
 // accesses; otherwise the reason, naming the argument. Fast paths call it from supports();
 // validation itself only requires element alignment. (Defined in validate.cpp.)
 std::string vector_alignment_problem(const AttentionParams& params, int vector_bytes = 16);
+// The same for a backward call: the forward's tensors and dout, dq, dk, dv.
+std::string vector_alignment_problem(const BackwardParams& params, int vector_bytes = 16);
 
 }  // namespace flashcore::detail

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "attention/score_transform.hpp"
 #include "flashcore/flashcore.hpp"
 
 namespace flashcore {
@@ -40,7 +41,7 @@ const char* kernel_path_name(KernelPath path) {
 }
 
 float AttentionParams::effective_scale() const {
-  return softmax_scale != 0.0f ? softmax_scale : 1.0f / std::sqrt(float(head_dim_qk));
+  return attn::softmax_scale(*this);
 }
 
 void set_grad_strides_like_forward(BackwardParams& bp) {

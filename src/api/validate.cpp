@@ -633,5 +633,14 @@ std::string vector_alignment_problem(const AttentionParams& p, int vector_bytes)
   return flashcore::vector_alignment_problem(p, tensor_views(p, shape), vector_bytes);
 }
 
+std::string vector_alignment_problem(const BackwardParams& bp, int vector_bytes) {
+  const CallShape shape = call_shape(bp.forward);
+  if (!shape.has_rows) return "";
+  std::vector<TensorView> views = tensor_views(bp.forward, shape);
+  const std::vector<TensorView> grads = gradient_views(bp, shape);
+  views.insert(views.end(), grads.begin(), grads.end());
+  return flashcore::vector_alignment_problem(bp.forward, views, vector_bytes);
+}
+
 }  // namespace detail
 }  // namespace flashcore

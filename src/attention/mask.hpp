@@ -40,6 +40,12 @@ struct VisibilityMask {
   // int range keeps the test exact (a bound beyond it is beyond every j - i).
   FC_HOST_DEVICE int min_diagonal() const { return clamp_to_int((long long)diag_offset - window_left); }
   FC_HOST_DEVICE int max_diagonal() const { return clamp_to_int((long long)diag_offset + window_right); }
+  // The band test with the two diagonals already at hand (kernels keep them in registers rather
+  // than calling min_diagonal() / max_diagonal() per element).
+  static FC_HOST_DEVICE bool in_band(int i, int j, int min_diag, int max_diag, int seqlen_k) {
+    const int diag = j - i;
+    return diag >= min_diag && diag <= max_diag && j < seqlen_k;
+  }
   static FC_HOST_DEVICE int clamp_to_int(long long v) {
     return v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : (int)v;
   }
@@ -83,6 +89,14 @@ FC_HOST_DEVICE SequenceExtent sequence_extent(const int32_t* cu_seqlens_q, const
 }
 FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
   return sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+}
+
+// Element offset of (batch entry b, token, head h) in a tensor with these strides. `token` counts
+// from the sequence's start in the packed varlen layout (packed: no batch axis, the batch stride is
+// ignored) or from 0 in the dense one.
+FC_HOST_DEVICE int64_t token_offset(bool packed, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
+                                    int b, int64_t token, int h) {
+  return (packed ? 0 : int64_t(b) * batch_stride) + token * seq_stride + int64_t(h) * head_stride;
 }
 
 // `rule` (its window bounds) applied to a sequence of the given lengths: the diagonal follows the

@@ -93,11 +93,16 @@ struct ScoreTransform {
   }
 };
 
+// The softmax scale of a call (0 means 1/sqrt(Dqk)); the same for every sequence and head.
+FC_HOST_DEVICE float softmax_scale(const AttentionParams& p) {
+  return p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
+}
+
 // The score transform of one (sequence, head).
 FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
                                                    int seqlen_q, int seqlen_k) {
   ScoreTransform t;
-  t.scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
+  t.scale = softmax_scale(p);
   t.softcap = p.softcap;
   if (p.alibi_slopes != nullptr) t.alibi_slope = p.alibi_slopes[b * p.alibi_batch_stride + h];
   t.alibi_offset = seqlen_k - seqlen_q;

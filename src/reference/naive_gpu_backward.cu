@@ -30,12 +30,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Element offset of (batch b, token, head h) for a tensor with these strides (varlen: no batch axis).
-__device__ __forceinline__ int64_t offset(bool varlen, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
-                                          int b, int64_t token, int h) {
-  return (varlen ? 0 : int64_t(b) * batch_stride) + token * seq_stride + int64_t(h) * head_stride;
-}
-
 template <typename T>
 __device__ float dot_row(const T* a, const float* b, int n, int lane) {
   float acc = 0.0f;
@@ -51,9 +45,9 @@ __global__ void __launch_bounds__(32) row_dot_kernel(const BackwardParams bp, fl
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   if (i >= seq.seqlen_q) return;
   const bool packed_q = p.is_varlen();
-  const T* o = static_cast<const T*>(p.o) + offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i, h);
+  const T* o = static_cast<const T*>(p.o) + attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i, h);
   const T* dout = static_cast<const T*>(bp.dout) +
-                  offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
+                  attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
   float acc = 0.0f;
   for (int d = threadIdx.x; d < p.head_dim_v; d += 32) acc = fmaf(to_float(o[d]), to_float(dout[d]), acc);
   acc = warp_sum(acc);
@@ -84,9 +78,9 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BackwardParams bp, c
   const int h_kv = h / (p.heads_q / p.heads_kv);
   const attn::VisibilityMask mask = attn::make_mask(p, seq.seqlen_q, seq.seqlen_k);
   const attn::ScoreTransform t = attn::make_score_transform(p, b, h, seq.seqlen_q, seq.seqlen_k);
-  const T* q_row = static_cast<const T*>(p.q) + offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b, seq.q_start + i, h);
+  const T* q_row = static_cast<const T*>(p.q) + attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b, seq.q_start + i, h);
   const T* do_row = static_cast<const T*>(bp.dout) +
-                    offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
+                    attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
   for (int d = threadIdx.x; d < dqk; d += kThreads) q[d] = to_float(q_row[d]);
   for (int d = threadIdx.x; d < dv; d += kThreads) dout[d] = to_float(do_row[d]);
   for (int d = threadIdx.x; d < kWarps * dqk; d += kThreads) partial[d] = 0.0f;
@@ -97,14 +91,14 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BackwardParams bp, c
   const float d_i = row_d[(int64_t(b) * p.heads_q + h) * p.seqlen_q + i];
   const int first = mask.first_key(i), last = mask.last_key(i);
   for (int j = first + warp; j <= last; j += kWarps) {
-    const T* k_row = static_cast<const T*>(p.k) + offset(packed_k, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, h_kv);
-    const T* v_row = static_cast<const T*>(p.v) + offset(packed_k, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, h_kv);
+    const T* k_row = static_cast<const T*>(p.k) + attn::token_offset(packed_k, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, h_kv);
+    const T* v_row = static_cast<const T*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, h_kv);
     float prob;
     const float ds = dscore(t, dot_row(k_row, q, dqk, lane), dot_row(v_row, dout, dv, lane), lse, d_i, i, j, &prob);
     for (int d = lane; d < dqk; d += 32) partial[warp * dqk + d] = fmaf(ds, to_float(k_row[d]), partial[warp * dqk + d]);
   }
   __syncthreads();
-  T* dq = static_cast<T*>(bp.dq) + offset(packed_q, bp.dq_batch_stride, bp.dq_seq_stride, bp.dq_head_stride, b, seq.q_start + i, h);
+  T* dq = static_cast<T*>(bp.dq) + attn::token_offset(packed_q, bp.dq_batch_stride, bp.dq_seq_stride, bp.dq_head_stride, b, seq.q_start + i, h);
   for (int d = threadIdx.x; d < dqk; d += kThreads) {
     float acc = 0.0f;
     for (int w = 0; w < kWarps; ++w) acc += partial[w * dqk + d];
@@ -130,8 +124,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardParams bp,
   if (j >= keys_in_tensor) return;
   const bool packed_q = p.is_varlen(), packed_k = p.cu_seqlens_k != nullptr;
   const bool used = j < seq.seqlen_k;
-  const T* k_row = static_cast<const T*>(p.k) + offset(packed_k, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, h_kv);
-  const T* v_row = static_cast<const T*>(p.v) + offset(packed_k, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, h_kv);
+  const T* k_row = static_cast<const T*>(p.k) + attn::token_offset(packed_k, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, h_kv);
+  const T* v_row = static_cast<const T*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, h_kv);
   for (int d = threadIdx.x; d < dqk; d += kThreads) k[d] = to_float(k_row[d]);
   for (int d = threadIdx.x; d < dv; d += kThreads) v[d] = to_float(v_row[d]);
   for (int d = threadIdx.x; d < kWarps * (dqk + dv); d += kThreads) dk_part[d] = 0.0f;
@@ -145,9 +139,9 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardParams bp,
     const attn::ScoreTransform t = attn::make_score_transform(p, b, h, seq.seqlen_q, seq.seqlen_k);
     for (int i = warp; i < seq.seqlen_q; i += kWarps) {
       if (!mask.visible(i, j)) continue;
-      const T* q_row = static_cast<const T*>(p.q) + offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b, seq.q_start + i, h);
+      const T* q_row = static_cast<const T*>(p.q) + attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b, seq.q_start + i, h);
       const T* do_row = static_cast<const T*>(bp.dout) +
-                        offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
+                        attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b, seq.q_start + i, h);
       const float lse = p.lse[lse_batch + int64_t(h) * p.lse_head_stride + seq.q_start + i];
       const float d_i = row_d[(int64_t(b) * p.heads_q + h) * p.seqlen_q + i];
       float prob;
@@ -157,8 +151,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardParams bp,
     }
   }
   __syncthreads();
-  T* dk = static_cast<T*>(bp.dk) + offset(packed_k, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, b, seq.k_start + j, h_kv);
-  T* dvo = static_cast<T*>(bp.dv) + offset(packed_k, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, b, seq.k_start + j, h_kv);
+  T* dk = static_cast<T*>(bp.dk) + attn::token_offset(packed_k, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, b, seq.k_start + j, h_kv);
+  T* dvo = static_cast<T*>(bp.dv) + attn::token_offset(packed_k, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, b, seq.k_start + j, h_kv);
   for (int d = threadIdx.x; d < dqk; d += kThreads) {
     float acc = 0.0f;
     for (int w = 0; w < kWarps; ++w) acc += dk_part[w * dqk + d];

@@ -92,8 +92,8 @@ struct StepFrame {
   // Query rows past the sequence are masked too: their P is 0 already (lse2 = +inf), but a NaN in
   // V must not reach dK through them.
   FC_DEVICE bool visible(int nt, int i) const {
-    const int k = key(i), q = query(nt, i), diag = k - q;
-    return diag >= min_diag && diag <= max_diag && k < seqlen_k && q < seqlen_q;
+    const int q = query(nt, i);
+    return attn::VisibilityMask::in_band(q, key(i), min_diag, max_diag, seqlen_k) && q < seqlen_q;
   }
 };
 
@@ -156,7 +156,7 @@ FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTile
 }
 
 template <class Traits, bool kScoreMod>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
+__global__ void __launch_bounds__(Traits::kThreads, 1)
     attention_bwd_kernel(const BackwardParams bp, const BwdWorkspace ws) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const bool packed_q = p.is_varlen();
-  const int64_t k_row0 = packed_k ? seq.k_start : 0;
+  const int64_t k_row0 = seq.k_start;  // 0 in the dense layout
 
   float acc_dk[Traits::kDKNTiles][4];
   float acc_dv[Traits::kDVNTiles][4];
@@ -212,12 +212,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     const int h = head_kv * group + step / m_count;
     const int m0 = (m_begin + step % m_count) * kBlockM;
     const int rows = min(kBlockM, seq.seqlen_q - m0);
-    const int64_t q_row = (packed_q ? seq.q_start : 0) + m0;
-    const Element* q = static_cast<const Element*>(p.q) + (packed_q ? 0 : int64_t(batch) * p.q_batch_stride) +
-                       q_row * p.q_seq_stride + int64_t(h) * p.q_head_stride;
+    const int64_t q_row = seq.q_start + m0;  // q_start is 0 in the dense layout
+    const Element* q = static_cast<const Element*>(p.q) +
+                       attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, batch, q_row, h);
     const Element* dout = static_cast<const Element*>(bp.dout) +
-                          (packed_q ? 0 : int64_t(batch) * bp.dout_batch_stride) + q_row * bp.dout_seq_stride +
-                          int64_t(h) * bp.dout_head_stride;
+                          attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride,
+                                             batch, q_row, h);
     load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
         sQ + stage * Traits::kQStageElems, q, p.q_seq_stride, rows);
     load_tile_async<kBlockM, Traits::kHeadDimV, Traits::kDOStride, Traits::kThreads>(
@@ -233,10 +233,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   };
 
   if (steps > 0) {
-    const Element* k = static_cast<const Element*>(p.k) + (packed_k ? 0 : int64_t(batch) * p.k_batch_stride) +
-                       (k_row0 + n0) * p.k_seq_stride + int64_t(head_kv) * p.k_head_stride;
-    const Element* v = static_cast<const Element*>(p.v) + (packed_k ? 0 : int64_t(batch) * p.v_batch_stride) +
-                       (k_row0 + n0) * p.v_seq_stride + int64_t(head_kv) * p.v_head_stride;
+    const Element* k = static_cast<const Element*>(p.k) + attn::token_offset(packed_k, p.k_batch_stride, p.k_seq_stride,
+                                                                             p.k_head_stride, batch, k_row0 + n0, head_kv);
+    const Element* v = static_cast<const Element*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride,
+                                                                             p.v_head_stride, batch, k_row0 + n0, head_kv);
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(sK, k, p.k_seq_stride,
                                                                                      seq.seqlen_k - n0);
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(sV, v, p.v_seq_stride,
@@ -319,13 +319,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     __syncthreads();  // dS^T complete
 
     // dQ[m0 + rows of this warp, its columns] += dS K over the block's keys.
-    const int dq_row = (warp % Traits::kDqWarpsM) * 16 * Traits::kDqMTiles;
+    const int dq_row = (warp % Traits::kDqWarpsM) * 16;
     const int dq_col = (warp / Traits::kDqWarpsM) * Traits::kDqCols;
-    float acc_dq[Traits::kDqMTiles][Traits::kDqNTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < Traits::kDqMTiles; ++mt) zero_accumulators(acc_dq[mt]);
-    warp_gemm_tn<kBlockN, Traits::kDqMTiles, Traits::kDqNTiles>(acc_dq, sDS + dq_row, Traits::kDSStride, sK + dq_col,
-                                                                Traits::kKStride, lane);
+    float acc_dq[Traits::kDqNTiles][4];
+    zero_accumulators(acc_dq);
+    warp_gemm_tn<kBlockN, Traits::kDqNTiles>(acc_dq, sDS + dq_row, Traits::kDSStride, sK + dq_col, Traits::kKStride,
+                                              lane);
     const int64_t ws_row0 = ws.row(h, batch, seq.q_start, m0);
     int* turn_counter = nullptr;
     if (bp.deterministic) {
@@ -336,20 +335,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;
 #pragma unroll
-    for (int mt = 0; mt < Traits::kDqMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < Traits::kDqNTiles; ++nt)
-        add_fragment(dq_acc + (16 * mt * Traits::kHeadDimQK + nt * 8), Traits::kHeadDimQK, acc_dq[mt][nt], t);
+    for (int nt = 0; nt < Traits::kDqNTiles; ++nt) add_fragment(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], t);
     if (bp.deterministic) pass_turn(turn_counter);
   }
 
   // dK (times the softmax scale), dV of this block's keys (0 for keys no query sees), straight from
   // the fragments.
-  const float scale = attn::make_score_transform(p, batch, head_kv, seq.seqlen_q, seq.seqlen_k).scale;
-  Element* dk = static_cast<Element*>(bp.dk) + (packed_k ? 0 : int64_t(batch) * bp.dk_batch_stride) +
-                (k_row0 + n0) * bp.dk_seq_stride + int64_t(head_kv) * bp.dk_head_stride;
-  Element* dv = static_cast<Element*>(bp.dv) + (packed_k ? 0 : int64_t(batch) * bp.dv_batch_stride) +
-                (k_row0 + n0) * bp.dv_seq_stride + int64_t(head_kv) * bp.dv_head_stride;
+  const float scale = attn::softmax_scale(p);
+  Element* dk = static_cast<Element*>(bp.dk) + attn::token_offset(packed_k, bp.dk_batch_stride, bp.dk_seq_stride,
+                                                                   bp.dk_head_stride, batch, k_row0 + n0, head_kv);
+  Element* dv = static_cast<Element*>(bp.dv) + attn::token_offset(packed_k, bp.dv_batch_stride, bp.dv_seq_stride,
+                                                                   bp.dv_head_stride, batch, k_row0 + n0, head_kv);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = warp_key0 + g + 8 * r;

@@ -31,8 +31,6 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d) {
   const AttentionParams& p = bp.forward;
   if (!d.has_device || d.pointers_on_host) return "the sm80 backward needs a CUDA device and device pointers";
@@ -54,29 +52,7 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
   }
   // 16-byte vectors on every tensor: cp.async rows of q, k, v, dout; uint4 reads of o, dout in the
   // preprocess; uint4 dq stores; dk, dv are written in 4-byte pairs.
-  const struct {
-    const char* name;
-    const void* ptr;
-    int64_t strides[3];
-  } tensors[] = {
-      {"q", p.q, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride}},
-      {"k", p.k, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride}},
-      {"v", p.v, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride}},
-      {"o", p.o, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}},
-      {"dout", bp.dout, {bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride}},
-      {"dq", bp.dq, {bp.dq_batch_stride, bp.dq_seq_stride, bp.dq_head_stride}},
-      {"dk", bp.dk, {bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride}},
-      {"dv", bp.dv, {bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride}},
-  };
-  for (const auto& t : tensors) {
-    bool ok = aligned16(t.ptr);
-    for (int64_t s : t.strides) ok = ok && (s * dtype_size(p.dtype)) % 16 == 0;
-    if (!ok) {
-      return std::string(t.name) +
-             ": the sm80 backward needs a 16-byte aligned base and batch/seq/head strides that are multiples "
-             "of 16 bytes (8 fp16/bf16 elements)";
-    }
-  }
+  if (std::string why = vector_alignment_problem(bp, 16); !why.empty()) return why;
   if (p.batch > 65535 || p.heads_q > 65535) return "the sm80 backward launches at most 65535 batch entries and heads";
   return "";
 }
@@ -84,16 +60,15 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
 template <typename Element>
 Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
-  size_t bytes = 0;
+  sm80::BwdWorkspaceBytes bytes;
   sm80::bwd_workspace_layout(p, nullptr, &bytes);
   void* base = nullptr;
-  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes, stream));
+  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
   const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, base, &bytes);
-  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, sm80::bwd_dq_accum_bytes(ws, p), stream),
+  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
                               "sm80 backward: zeroing the dQ accumulator");
   if (status.ok() && bp.deterministic) {
-    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, sm80::bwd_turn_bytes(ws, p), stream),
-                         "sm80 backward: zeroing the turn counters");
+    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm80 backward: zeroing the turn counters");
   }
   const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
   if (status.ok()) {

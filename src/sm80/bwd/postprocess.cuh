@@ -23,11 +23,11 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   const int m0 = blockIdx.x * kPostprocessRows;
   if (m0 >= seq.seqlen_q) return;
   const int rows = min(kPostprocessRows, seq.seqlen_q - m0);
-  const float scale = attn::make_score_transform(p, b, h, seq.seqlen_q, seq.seqlen_k).scale;
+  const float scale = attn::softmax_scale(p);
   const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
   const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * p.head_dim_qk;
-  Element* dq = static_cast<Element*>(bp.dq) + (p.is_varlen() ? 0 : int64_t(b) * bp.dq_batch_stride) +
-                (seq.q_start + m0) * bp.dq_seq_stride + int64_t(h) * bp.dq_head_stride;
+  Element* dq = static_cast<Element*>(bp.dq) + attn::token_offset(p.is_varlen(), bp.dq_batch_stride, bp.dq_seq_stride,
+                                                                   bp.dq_head_stride, b, seq.q_start + m0, h);
   for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
     const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
     const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col);

@@ -24,11 +24,11 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   const int padded_rows = int(round_up(seq.seqlen_q, kBwdRowPad));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t lse_base = (p.is_varlen() ? 0 : int64_t(b) * p.lse_batch_stride) + int64_t(h) * p.lse_head_stride + seq.q_start;
-  const int64_t o_base = (p.is_varlen() ? 0 : int64_t(b) * p.o_batch_stride) + seq.q_start * p.o_seq_stride +
-                         int64_t(h) * p.o_head_stride;
-  const int64_t do_base = (p.is_varlen() ? 0 : int64_t(b) * bp.dout_batch_stride) +
-                          seq.q_start * bp.dout_seq_stride + int64_t(h) * bp.dout_head_stride;
+  const bool packed = p.is_varlen();
+  const int64_t lse_base = attn::token_offset(packed, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start, h);
+  const int64_t o_base = attn::token_offset(packed, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start, h);
+  const int64_t do_base = attn::token_offset(packed, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b,
+                                             seq.q_start, h);
   constexpr int kChunk = 8;  // 16 bytes of Element
   for (int r = warp; r < kPreprocessRows; r += kPreprocessThreads / 32) {
     const int i = blockIdx.x * kPreprocessRows + r;

@@ -66,14 +66,11 @@ struct BwdTraits {
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 16 * kWarps;
-  // Up to 255 registers per thread either way: one CTA of 8 warps or two of 4 per SM.
-  static constexpr int kMinBlocksPerSm = kWarps <= 4 ? 2 : 1;
   static constexpr int kQNTiles = kBlockM / 8;   // n8 tiles of S^T / dP^T (queries) per warp
   static constexpr int kDKNTiles = kHeadDimQK / 8;
   static constexpr int kDVNTiles = kHeadDimV / 8;
-  // dQ = dS K: the (kBlockM x Dqk) tile as kDqWarpsM x kDqWarpsN warp tiles of 16 kDqMTiles rows.
-  static constexpr int kDqWarpsM = kBlockM / 16 < kWarps ? kBlockM / 16 : kWarps;
-  static constexpr int kDqMTiles = kBlockM / 16 / kDqWarpsM;
+  // dQ = dS K: the (kBlockM x Dqk) tile as kDqWarpsM x kDqWarpsN warp tiles of 16 rows.
+  static constexpr int kDqWarpsM = kBlockM / 16;
   static constexpr int kDqWarpsN = kWarps / kDqWarpsM;
   static constexpr int kDqCols = kHeadDimQK / kDqWarpsN;  // columns of dQ per warp
   static constexpr int kDqNTiles = kDqCols / 8;
@@ -98,8 +95,7 @@ struct BwdTraits {
   static_assert(kSmemBytes == bwd_smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes),
                 "layout and host-side size disagree");
   static_assert(kElemBytes == 2, "the sm80 backward takes fp16 / bf16 (fp32 runs on the naive path)");
-  static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0 && kBlockM == 16 * kDqMTiles * kDqWarpsM,
-                "dQ warp grid covers the tile");
+  static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0, "dQ warp grid covers the tile");
   static_assert(kHeadDimQK % (8 * kDqWarpsN) == 0 && kDqNTiles % 2 == 0, "dQ columns are n16 pairs per warp");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
   static_assert(kRowStatsOffsetBytes % 16 == 0, "row statistics are 16-byte aligned for cp.async");

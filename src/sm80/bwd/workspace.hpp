@@ -49,9 +49,16 @@ struct BwdWorkspace {
   }
 };
 
-// The layout for a validated call, with every pointer offset from `base` (nullptr: sizes only);
-// *bytes receives the allocation size.
-inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, void* base, size_t* bytes) {
+// Byte sizes of the workspace's parts (each rounded up to 256 bytes) and of the whole allocation.
+struct BwdWorkspaceBytes {
+  size_t dq_accum = 0;  // zeroed before the main kernel
+  size_t stats = 0;     // lse2, and again row_d
+  size_t turns = 0;     // zeroed in deterministic mode
+  size_t total() const { return dq_accum + 2 * stats + turns; }
+};
+
+// The layout for a validated call, with every pointer offset from `base` (nullptr: sizes only).
+inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, void* base, BwdWorkspaceBytes* bytes) {
   BwdWorkspace ws;
   ws.varlen = p.is_varlen();
   ws.dense_rows_per_seq = round_up(p.seqlen_q, kBwdRowPad);
@@ -59,27 +66,17 @@ inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, void* base, s
                                         : int64_t(p.batch) * ws.dense_rows_per_seq,
                               kBwdRowPad);
   const int64_t rows = int64_t(p.heads_q) * ws.rows_per_head;
-  const size_t dq_bytes = size_t(round_up(rows * p.head_dim_qk * 4, 256));
-  const size_t stat_bytes = size_t(round_up(rows * 4, 256));
-  const size_t turn_bytes = size_t(round_up((rows / 16 + 1) * 4, 256));
-  char* at = static_cast<char*>(base);
+  bytes->dq_accum = size_t(round_up(rows * p.head_dim_qk * 4, 256));
+  bytes->stats = size_t(round_up(rows * 4, 256));
+  bytes->turns = size_t(round_up((rows / 16 + 1) * 4, 256));  // >= one counter per 16 rows
   if (base != nullptr) {
+    char* at = static_cast<char*>(base);
     ws.dq_accum = reinterpret_cast<float*>(at);
-    ws.lse2 = reinterpret_cast<float*>(at + dq_bytes);
-    ws.row_d = reinterpret_cast<float*>(at + dq_bytes + stat_bytes);
-    ws.dq_turn = reinterpret_cast<int*>(at + dq_bytes + 2 * stat_bytes);
+    ws.lse2 = reinterpret_cast<float*>(at + bytes->dq_accum);
+    ws.row_d = reinterpret_cast<float*>(at + bytes->dq_accum + bytes->stats);
+    ws.dq_turn = reinterpret_cast<int*>(at + bytes->dq_accum + 2 * bytes->stats);
   }
-  *bytes = dq_bytes + 2 * stat_bytes + turn_bytes;
   return ws;
-}
-
-// Bytes of the workspace's parts that must start zeroed: dQ accumulator (and the turn counters,
-// which follow it after the statistics; zeroed separately).
-inline size_t bwd_dq_accum_bytes(const BwdWorkspace& ws, const AttentionParams& p) {
-  return size_t(int64_t(p.heads_q) * ws.rows_per_head * p.head_dim_qk * 4);
-}
-inline size_t bwd_turn_bytes(const BwdWorkspace& ws, const AttentionParams& p) {
-  return size_t((int64_t(p.heads_q) * ws.rows_per_head / 16 + 1) * 4);
 }
 
 }  // namespace flashcore::sm80

@@ -67,6 +67,16 @@ FC_DEVICE void zero_accumulators(float (&acc)[kMTiles][kNTiles][4]) {
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
 }
 
+// One A fragment times one ldmatrix.x4 B load that covers two n8 tiles (regs 0-1: the first,
+// regs 2-3: the second): the two m16n8k16 MMAs every 16-bit GEMM below is made of.
+template <typename Element>
+FC_DEVICE void mma_n16(float (&acc_lo)[4], float (&acc_hi)[4], const uint32_t (&a)[4], const uint32_t (&b)[4]) {
+  const uint32_t b_lo[2] = {b[0], b[1]};
+  const uint32_t b_hi[2] = {b[2], b[3]};
+  ptx::mma_m16n8k16(acc_lo, a, b_lo, Element{});
+  ptx::mma_m16n8k16(acc_hi, a, b_hi, Element{});
+}
+
 // acc_s[mt][nt] += Q_warp[mt] K_block[nt]^T (gemm_qk zeroes acc_s first). sQ / sK are the CTA's
 // padded tiles; `warp_row0` is the first query row of this warp inside the CTA tile.
 template <class Traits>
@@ -92,13 +102,8 @@ FC_DEVICE void gemm_qk_f16(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles]
     for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
       uint32_t b[4];
       ptx::ldmatrix_x4(b, k_lane + (np * 16 * Traits::kKStride + ks * 16) * kElemBytes);
-      const uint32_t b_lo[2] = {b[0], b[1]};
-      const uint32_t b_hi[2] = {b[2], b[3]};
 #pragma unroll
-      for (int mt = 0; mt < Traits::kMTiles; ++mt) {
-        ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b_lo, Element{});
-        ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b_hi, Element{});
-      }
+      for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], a[mt], b);
     }
   }
 }
@@ -130,13 +135,8 @@ FC_DEVICE void gemm_pv_f16(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4
     for (int dp = 0; dp < Traits::kOutNTiles / 2; ++dp) {
       uint32_t b[4];
       ptx::ldmatrix_x4_trans(b, v_lane + (kk * 16 * Traits::kVStride + dp * 16) * kElemBytes);
-      const uint32_t b_lo[2] = {b[0], b[1]};
-      const uint32_t b_hi[2] = {b[2], b[3]};
 #pragma unroll
-      for (int mt = 0; mt < Traits::kMTiles; ++mt) {
-        ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b_lo, Element{});
-        ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b_hi, Element{});
-      }
+      for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a[mt], b);
     }
   }
 }
@@ -271,8 +271,7 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
 //   warp_gemm_nt: A row-major [m][k] (16 rows at a_rows), B stored [n][k]      -> acc += A B^T
 //   warp_gemm_rs: A from registers (packed 16-bit A fragments, see pack_a_fragments), B stored
 //                 [k][n]                                                       -> acc += P B
-//   warp_gemm_tn: A stored transposed, [k][m] (16 kMTiles columns at a_cols), B stored [k][n]
-//                                                                                -> acc += A B
+//   warp_gemm_tn: A stored transposed, [k][m] (16 columns at a_cols), B stored [k][n] -> acc += A B
 // acc[nt] is the C fragment of n-tile nt (8 columns). B tiles start at their first row and column.
 
 template <int kK, int kNTiles, typename Element>
@@ -290,10 +289,7 @@ FC_DEVICE void warp_gemm_nt(float (&acc)[kNTiles][4], const Element* a_rows, int
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t b[4];
       ptx::ldmatrix_x4(b, b_lane + (np * 16 * b_stride + ks * 16) * kBytes);
-      const uint32_t b_lo[2] = {b[0], b[1]};
-      const uint32_t b_hi[2] = {b[2], b[3]};
-      ptx::mma_m16n8k16(acc[2 * np], a, b_lo, Element{});
-      ptx::mma_m16n8k16(acc[2 * np + 1], a, b_hi, Element{});
+      mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a, b);
     }
   }
 }
@@ -321,19 +317,15 @@ FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKStep
   for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
-      uint32_t bf[4];
-      ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
-      const uint32_t b_lo[2] = {bf[0], bf[1]};
-      const uint32_t b_hi[2] = {bf[2], bf[3]};
-      ptx::mma_m16n8k16(acc[2 * np], a[kk], b_lo, Element{});
-      ptx::mma_m16n8k16(acc[2 * np + 1], a[kk], b_hi, Element{});
+      uint32_t b[4];
+      ptx::ldmatrix_x4_trans(b, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
+      mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a[kk], b);
     }
   }
 }
 
-// kMTiles m16 tiles of A (columns a_cols + 16 mt of the [k][m] tile), each B fragment feeding all.
-template <int kK, int kMTiles, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_tn(float (&acc)[kMTiles][kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
+template <int kK, int kNTiles, typename Element>
+FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
                             int b_stride, int lane) {
   static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
   // A via ldmatrix.trans: matrix j covers k 8 (j >> 1), m 8 (j & 1) -> lane row (k) l % 8 + 8 (l / 16),
@@ -343,20 +335,13 @@ FC_DEVICE void warp_gemm_tn(float (&acc)[kMTiles][kNTiles][4], const Element* a_
   constexpr uint32_t kBytes = sizeof(Element);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
-    uint32_t a[kMTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) ptx::ldmatrix_x4_trans(a[mt], a_lane + (kk * 16 * a_stride + mt * 16) * kBytes);
+    uint32_t a[4];
+    ptx::ldmatrix_x4_trans(a, a_lane + kk * 16 * a_stride * kBytes);
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t bf[4];
       ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
-      const uint32_t b_lo[2] = {bf[0], bf[1]};
-      const uint32_t b_hi[2] = {bf[2], bf[3]};
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        ptx::mma_m16n8k16(acc[mt][2 * np], a[mt], b_lo, Element{});
-        ptx::mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b_hi, Element{});
-      }
+      mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a, bf);
     }
   }
 }

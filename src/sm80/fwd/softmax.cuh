@@ -61,8 +61,9 @@ FC_DEVICE void transform_and_mask(float (&s)[kMTiles][kNTiles][4], const Fragmen
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = at.col(nt, e);
-            const int diag = col - row;
-            if (diag < min_diag || diag > max_diag || col >= mask.seqlen_k) s[mt][nt][2 * half + e] = -INFINITY;
+            if (!attn::VisibilityMask::in_band(row, col, min_diag, max_diag, mask.seqlen_k)) {
+              s[mt][nt][2 * half + e] = -INFINITY;
+            }
           }
       }
   }

@@ -1,0 +1,18 @@
+# flashcore_run_steps(<what> <command and args> [--- <command and args>]...): runs the commands in
+# order (arguments must not contain ';') and stops at the first that fails, naming <what> and it.
+function(flashcore_run_steps what)
+  set(step "")
+  foreach(arg IN LISTS ARGN ITEMS ---)
+    if(NOT arg STREQUAL "---")
+      list(APPEND step "${arg}")
+      continue()
+    endif()
+    if(step)
+      execute_process(COMMAND ${step} RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "${what}: step failed (${rc}): ${step}")
+      endif()
+    endif()
+    set(step "")
+  endforeach()
+endfunction()
