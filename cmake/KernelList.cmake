@@ -27,6 +27,14 @@ flashcore_kernel(sm80 bwd 64 64 fp16 bf16)
 flashcore_kernel(sm80 bwd 96 96 fp16 bf16)
 flashcore_kernel(sm80 bwd 128 128 fp16 bf16)
 
+# decode / split-KV forward (mma.sync m16n8k16; runs on every arch >= 80, part of the sm80 build):
+# query heads of one KV head packed into a tile, K/V dense, varlen, paged, batch-indexed or left-padded
+# (src/sm80/decode/tile_config.hpp).
+flashcore_kernel(sm80 decode 64 64 fp16 bf16)
+flashcore_kernel(sm80 decode 96 96 fp16 bf16)
+flashcore_kernel(sm80 decode 128 128 fp16 bf16)
+flashcore_kernel(sm80 decode 256 256 fp16 bf16)
+
 # sm90 forward (wgmma, TMA, warp specialization), 16-bit only.
 flashcore_kernel(sm90 fwd 64 64 fp16 bf16)
 flashcore_kernel(sm90 fwd 96 96 fp16 bf16)

@@ -45,6 +45,7 @@ typedef int32_t fc_status;
 #define FC_PATH_SM80 2
 #define FC_PATH_NAIVE_GPU 3
 #define FC_PATH_CPU_REFERENCE 4
+#define FC_PATH_DECODE 5
 
 #define FC_WINDOW_INFINITE (-1)
 
@@ -99,6 +100,16 @@ typedef struct fc_attention_params {
   /* dispatch */
   int32_t path; /* FC_PATH_* */
   int32_t num_splits;
+
+  /* KV cache (flashcore.hpp, "KV cache"): paged K/V, batch index, left padding; all null / 0: off */
+  const int32_t* block_table; /* int32 [batch, block_table_batch_stride]: pages of each entry */
+  int64_t block_table_batch_stride;
+  int32_t pages_per_seq;
+  int32_t page_size;
+  int32_t num_pages;
+  const int32_t* kv_batch_idx; /* int32 [batch]: the cache row of each entry */
+  int32_t kv_batch;
+  const int32_t* leftpad_k; /* int32 [batch]: the first key row of each entry */
 } fc_attention_params;
 
 /* Sets struct_size and every default (null pointers, zero sizes and strides, windows -1, fp16,
@@ -157,6 +168,73 @@ const char* fc_status_name(fc_status code);
 
 /* Version, compiled architectures, head dims, dtypes and paths. Static storage. */
 const char* fc_build_info(void);
+
+/* Merging attention states (flashcore::MergeStatesParams in flashcore.hpp states the rules): two
+ * attentions of the same queries over disjoint key sets combined into the attention over their union,
+ *   lse = log(exp(lse_a) + exp(lse_b)),  o = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b.
+ * A side with lse -inf or +inf is empty; both empty give o = 0, lse = -inf. o_* [B, S, H, D] (varlen:
+ * [T, H, D] with batch = 1, seqlen = T), lse_* [B, H, S] float32; o may be o_a and lse may be lse_a
+ * exactly (in place). Always start from fc_merge_states_params_init(). */
+typedef struct fc_merge_states_params {
+  uint32_t struct_size; /* sizeof(fc_merge_states_params); set by fc_merge_states_params_init */
+
+  const void* o_a;
+  const float* lse_a;
+  const void* o_b;
+  const float* lse_b;
+  void* o;
+  float* lse; /* optional */
+
+  int32_t batch;
+  int32_t seqlen;
+  int32_t heads;
+  int32_t head_dim;
+  int32_t dtype; /* FC_DTYPE_* */
+
+  /* strides in elements; the last dimension of each o is contiguous, and so is lse's seq dimension */
+  int64_t o_a_batch_stride, o_a_seq_stride, o_a_head_stride;
+  int64_t o_b_batch_stride, o_b_seq_stride, o_b_head_stride;
+  int64_t o_batch_stride, o_seq_stride, o_head_stride;
+  int64_t lse_a_batch_stride, lse_a_head_stride;
+  int64_t lse_b_batch_stride, lse_b_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;
+} fc_merge_states_params;
+
+/* Sets struct_size and every default (null pointers, zero sizes and strides, fp16). */
+fc_status fc_merge_states_params_init(fc_merge_states_params* params);
+
+/* Merges on `stream` (host pointers: on the CPU, synchronously). On any error nothing is written. */
+fc_status fc_merge_attention_states(const fc_merge_states_params* params, void* stream);
+
+/* KV cache (flashcore::KvCacheParams in flashcore.hpp states the rules; flash-attn's
+ * flash_attn_with_kvcache): appends k_new / v_new [B, seqlen_new, Hkv, D] to the cache `attention.k`,
+ * `attention.v` at rows [cache_seqlens[b], cache_seqlens[b] + seqlen_new) (k_new rotated first when
+ * rotary_cos is set), then attends attention.q over cache rows [leftpad_k[b], cache_seqlens[b] +
+ * seqlen_new). attention.seqused_k must be null and the call not varlen. Always start from
+ * fc_kvcache_params_init(). */
+typedef struct fc_kvcache_params {
+  uint32_t struct_size; /* sizeof(fc_kvcache_params); set by fc_kvcache_params_init */
+  fc_attention_params attention; /* initialised as fc_params_init does */
+  const int32_t* cache_seqlens;  /* int32 [batch]; NULL: every cache row is in use (no append) */
+  const void* k_new;             /* optional; k_new and v_new together */
+  const void* v_new;
+  int32_t seqlen_new;
+  int64_t k_new_batch_stride, k_new_seq_stride, k_new_head_stride;
+  int64_t v_new_batch_stride, v_new_seq_stride, v_new_head_stride;
+  const void* rotary_cos; /* [rotary_len, rotary_dim / 2] in the call's dtype, contiguous; optional */
+  const void* rotary_sin;
+  int32_t rotary_dim; /* even, <= head_dim_qk */
+  int32_t rotary_len;
+  int32_t rotary_interleaved; /* 1: pairs (2i, 2i + 1) (GPT-J); 0: (i, i + rotary_dim / 2) (GPT-NeoX) */
+} fc_kvcache_params;
+
+/* Sets struct_size, initialises `attention` with fc_params_init and zeroes the rest. */
+fc_status fc_kvcache_params_init(fc_kvcache_params* params);
+
+/* Appends and attends on `stream` (host pointers: on the CPU, synchronously). No host synchronization
+ * when attention.check_device_metadata is 0 or the stream captures a graph. On a validation error
+ * nothing is written. */
+fc_status fc_attention_with_kvcache(const fc_kvcache_params* params, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -60,7 +60,9 @@ int dtype_size(DType dtype);
 enum class MaskAlign : int { kBottomRight = 0, kTopLeft = 1 };
 
 // Kernel paths, fastest first. kAuto picks the first path whose `supports()` says yes.
-enum class KernelPath : int { kAuto = 0, kSm90 = 1, kSm80 = 2, kNaiveGpu = 3, kCpuReference = 4 };
+// Dispatch order: kDecode (split-KV, for calls with few query rows per KV head, and every paged call),
+// kSm90, kSm80, kNaiveGpu, kCpuReference (the enum values are the C ABI's, not the order).
+enum class KernelPath : int { kAuto = 0, kSm90 = 1, kSm80 = 2, kNaiveGpu = 3, kCpuReference = 4, kDecode = 5 };
 
 const char* kernel_path_name(KernelPath path);
 
@@ -139,12 +141,39 @@ struct AttentionParams {
   // (While the stream captures a CUDA graph they are never read.)
   bool check_device_metadata = true;
 
+  // ---- KV cache: paged K/V, batch index, left padding (docs/semantics.md, "KV cache") ---------
+  // Paged (block_table != nullptr): k is [num_pages, page_size, Hkv, Dqk], v [num_pages, page_size,
+  // Hkv, Dv], k/v_batch_stride being the page stride. Key row r of batch entry b (r counts from 0 in
+  // dense and varlen calls alike: cu_seqlens_k then only give lengths) lives in page
+  // block_table[b * block_table_batch_stride + r / page_size] at row r % page_size. `seqlen_k` is
+  // the longest sequence a table row can hold (pages_per_seq * page_size, or max_seqlen_k in varlen).
+  // validate() checks the entries (in [0, num_pages)) wherever it reads the small arrays; where it
+  // cannot (graph capture, check_device_metadata off) the kernels clamp them into the pool, so a bad
+  // entry yields wrong values but no access outside k and v.
+  const int32_t* block_table = nullptr;  // int32 [batch, pages_per_seq]
+  int64_t block_table_batch_stride = 0;  // >= pages_per_seq
+  int pages_per_seq = 0;
+  int page_size = 0;
+  int num_pages = 0;
+  // Dense cache with a batch index (flash-attn's cache_batch_idx): batch entry b reads k/v batch row
+  // kv_batch_idx[b] of a cache with kv_batch rows (not with varlen or paged K/V; entries outside
+  // [0, kv_batch) are checked or clamped as block_table's are).
+  const int32_t* kv_batch_idx = nullptr;
+  int kv_batch = 0;
+  // Left padding (flash-attn's cache_leftpad): the keys of batch entry b are cache rows
+  // [leftpad_k[b], end), end = seqused_k[b] if given, else seqlen_k; key positions (for causal,
+  // windows and ALiBi) count from leftpad_k[b]. Not with varlen.
+  const int32_t* leftpad_k = nullptr;
+
   // ---- dispatch ------------------------------------------------------------------------------
   KernelPath path = KernelPath::kAuto;
-  int num_splits = 0;  // reserved (split-KV); 0 = heuristic
+  // Split-KV (decode path): how many key ranges each (batch entry, KV head) is cut into; 0 = the
+  // plan's choice from the SM count, 1 = no split. Other paths ignore it.
+  int num_splits = 0;
   const ForwardOverrides* overrides = nullptr;  // tests and tuning only (ForwardOverrides)
 
   FLASHCORE_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr; }
+  FLASHCORE_HOST_DEVICE bool is_paged() const { return block_table != nullptr; }
   // Effective scale (resolves the 0 = default convention).
   float effective_scale() const;
 };
@@ -213,6 +242,74 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream = nu
 // The path attention_backward would pick (kAuto resolved), or an error naming why each path cannot
 // run the call. `params` must already be valid (see validate_backward()).
 Status select_backward_path(const BackwardParams& params, KernelPath* chosen);
+
+// ---------------------------------------------------------------------------------------------
+// KV cache (flash-attn's flash_attn_with_kvcache)
+// ---------------------------------------------------------------------------------------------
+// Appends new keys/values to a KV cache in place, then attends q over the cache:
+//   `attention` describes the attention over the cache: q, o, lse; k, v = the caches (dense
+//   [kv_batch or batch, seqlen_k, Hkv, D], or paged with block_table); kv_batch_idx, leftpad_k,
+//   masks, softcap, ALiBi, num_splits, path. Its seqused_k must be null (cache_seqlens says it) and
+//   it must not be varlen.
+//   Batch entry b holds cache_seqlens[b] keys before the call (cache rows [0, cache_seqlens[b]),
+//   null: seqlen_k, full); k_new / v_new [B, seqlen_new, Hkv, D] are written to rows
+//   [cache_seqlens[b], cache_seqlens[b] + seqlen_new) (k_new rotated first when rotary is on), and
+//   the attention then sees cache rows [leftpad_k[b], cache_seqlens[b] + seqlen_new).
+//   Rotary (rotary_cos != nullptr): cos/sin [rotary_len, rotary_dim / 2] in the call's dtype rotate
+//   the first rotary_dim features of q and k_new; the new key i of entry b takes position
+//   cache_seqlens[b] + i, and so does query i when the call is causal or windowed (flash-attn's
+//   rule; otherwise every query takes position cache_seqlens[b]). interleaved: pairs (2i, 2i + 1)
+//   (GPT-J); otherwise (i, i + rotary_dim / 2) (GPT-NeoX).
+// Positions past the cache (cache_seqlens[b] + seqlen_new > seqlen_k) or past rotary_len are an
+// error where validate can read cache_seqlens, and are clamped (those keys are not written) where it
+// cannot. Device work is stream-ordered with no host synchronization when check_device_metadata
+// is off or the stream captures a graph: a decode step can be captured in a CUDA graph.
+struct KvCacheParams {
+  AttentionParams attention;
+  const int32_t* cache_seqlens = nullptr;  // int32 [batch]
+  const void* k_new = nullptr;             // optional; k_new and v_new together
+  const void* v_new = nullptr;
+  int seqlen_new = 0;
+  int64_t k_new_batch_stride = 0, k_new_seq_stride = 0, k_new_head_stride = 0;
+  int64_t v_new_batch_stride = 0, v_new_seq_stride = 0, v_new_head_stride = 0;
+  const void* rotary_cos = nullptr;        // [rotary_len, rotary_dim / 2], contiguous
+  const void* rotary_sin = nullptr;
+  int rotary_dim = 0;                      // even, <= head_dim_qk
+  int rotary_len = 0;
+  bool rotary_interleaved = false;
+};
+
+Status validate_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
+Status attention_with_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
+
+// ---------------------------------------------------------------------------------------------
+// Merging attention states (split-KV, cascade inference, ring attention)
+// ---------------------------------------------------------------------------------------------
+// Two attentions of the same queries over disjoint key sets, (o_a, lse_a) and (o_b, lse_b), combined
+// into the attention over their union:
+//   lse = log(exp(lse_a) + exp(lse_b)),  o = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b
+// exactly (in fp32). A side with lse = -inf (no key) contributes nothing; both empty give o = 0,
+// lse = -inf. +inf is taken as -inf (flash-attn's convention for empty rows). Shapes: o_* [B, S, H,
+// D] (or varlen-packed [T, H, D] with batch = 1), lse_* [B, H, S] fp32; o may alias o_a (in place)
+// and lse may alias lse_a. dtype fp16, bf16 or fp32 (o, o_a, o_b share it).
+struct MergeStatesParams {
+  const void* o_a = nullptr;
+  const float* lse_a = nullptr;
+  const void* o_b = nullptr;
+  const float* lse_b = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // optional
+  int batch = 0, seqlen = 0, heads = 0, head_dim = 0;
+  DType dtype = DType::kFloat16;
+  int64_t o_a_batch_stride = 0, o_a_seq_stride = 0, o_a_head_stride = 0;
+  int64_t o_b_batch_stride = 0, o_b_seq_stride = 0, o_b_head_stride = 0;
+  int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;
+  int64_t lse_a_batch_stride = 0, lse_a_head_stride = 0;  // lse seq stride is 1
+  int64_t lse_b_batch_stride = 0, lse_b_head_stride = 0;
+  int64_t lse_batch_stride = 0, lse_head_stride = 0;
+};
+
+Status merge_attention_states(const MergeStatesParams& params, cudaStream_t stream = nullptr);
 
 // Whether `path` can compute `params` on the current device (or on the host, for the CPU path),
 // and if not, why. `params` must already be valid (see validate()).

@@ -25,7 +25,7 @@ static_assert(FC_MASK_ALIGN_BOTTOM_RIGHT == int(MaskAlign::kBottomRight) &&
               FC_MASK_ALIGN_TOP_LEFT == int(MaskAlign::kTopLeft));
 static_assert(FC_PATH_AUTO == int(KernelPath::kAuto) && FC_PATH_SM90 == int(KernelPath::kSm90) &&
               FC_PATH_SM80 == int(KernelPath::kSm80) && FC_PATH_NAIVE_GPU == int(KernelPath::kNaiveGpu) &&
-              FC_PATH_CPU_REFERENCE == int(KernelPath::kCpuReference));
+              FC_PATH_CPU_REFERENCE == int(KernelPath::kCpuReference) && FC_PATH_DECODE == int(KernelPath::kDecode));
 static_assert(FC_WINDOW_INFINITE == kWindowInfinite);
 
 thread_local std::string t_last_error;
@@ -73,7 +73,8 @@ Status check_struct(const fc_attention_params* params) {
   X(q) X(k) X(v) X(o) X(lse) FC_STRIDE_FIELDS(X) X(batch) X(seqlen_q) X(seqlen_k) X(heads_q) \
   X(heads_kv) X(head_dim_qk) X(head_dim_v) X(softmax_scale) X(softcap) X(alibi_slopes)       \
   X(alibi_batch_stride) X(window_left) X(window_right) X(cu_seqlens_q) X(cu_seqlens_k)       \
-  X(seqused_k) X(total_q) X(total_k) X(num_splits)
+  X(seqused_k) X(total_q) X(total_k) X(num_splits) X(block_table) X(block_table_batch_stride)   \
+  X(pages_per_seq) X(page_size) X(num_pages) X(kv_batch_idx) X(kv_batch) X(leftpad_k)
 
 // Field-by-field copy. Enum values are carried unchanged (the enums have int underlying types), so
 // out-of-range values reach validate(), which names them.
@@ -203,8 +204,8 @@ fc_status fc_supports(const fc_attention_params* params, int32_t path, char* rea
   flashcore::copy_reason("", reason_buf, reason_len);
   return flashcore::guarded([&] {
     Status status = flashcore::check_struct(params);
-    if (status.ok() && (path < FC_PATH_AUTO || path > FC_PATH_CPU_REFERENCE)) {
-      status = Status::InvalidArgument("path: must be one of FC_PATH_AUTO (0) .. FC_PATH_CPU_REFERENCE (4) (got " +
+    if (status.ok() && (path < FC_PATH_AUTO || path > FC_PATH_DECODE)) {
+      status = Status::InvalidArgument("path: must be one of FC_PATH_AUTO (0) .. FC_PATH_DECODE (5) (got " +
                                        std::to_string(path) + ")");
     }
     if (status.ok()) {
@@ -246,6 +247,90 @@ const char* fc_build_info(void) {
   } catch (...) {
     return "flashcore (build info unavailable)";
   }
+}
+
+// ---- Merging attention states ----------------------------------------------------------------
+
+fc_status fc_merge_states_params_init(fc_merge_states_params* params) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    const flashcore::MergeStatesParams defaults;  // the C++ defaults are the single source
+    std::memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(fc_merge_states_params);
+    params->dtype = static_cast<int32_t>(defaults.dtype);
+    return Status::Ok();
+  });
+}
+
+fc_status fc_merge_attention_states(const fc_merge_states_params* params, void* stream) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    if (params->struct_size != sizeof(fc_merge_states_params)) {
+      return Status::InvalidArgument("params.struct_size: must be sizeof(fc_merge_states_params) = " +
+                                     std::to_string(sizeof(fc_merge_states_params)) + " (got " +
+                                     std::to_string(params->struct_size) +
+                                     "); initialise the struct with fc_merge_states_params_init");
+    }
+    flashcore::MergeStatesParams p;
+#define FC_MERGE_FIELDS(X)                                                                            \
+  X(o_a) X(lse_a) X(o_b) X(lse_b) X(o) X(lse) X(batch) X(seqlen) X(heads) X(head_dim)                 \
+  X(o_a_batch_stride) X(o_a_seq_stride) X(o_a_head_stride) X(o_b_batch_stride) X(o_b_seq_stride)      \
+  X(o_b_head_stride) X(o_batch_stride) X(o_seq_stride) X(o_head_stride) X(lse_a_batch_stride)         \
+  X(lse_a_head_stride) X(lse_b_batch_stride) X(lse_b_head_stride) X(lse_batch_stride) X(lse_head_stride)
+#define FC_COPY_FIELD(field) p.field = params->field;
+    FC_MERGE_FIELDS(FC_COPY_FIELD)
+#undef FC_COPY_FIELD
+#undef FC_MERGE_FIELDS
+    p.dtype = static_cast<flashcore::DType>(params->dtype);  // out of range: merge_attention_states names it
+    return flashcore::merge_attention_states(p, static_cast<cudaStream_t>(stream));
+  });
+}
+
+
+// ---- KV cache ----------------------------------------------------------------------------------
+
+fc_status fc_kvcache_params_init(fc_kvcache_params* params) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    std::memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(fc_kvcache_params);
+    if (fc_params_init(&params->attention) != FC_STATUS_OK) return Status::Internal("fc_params_init failed");
+    const flashcore::KvCacheParams defaults;  // the C++ defaults are the single source
+    params->seqlen_new = defaults.seqlen_new;
+    params->rotary_dim = defaults.rotary_dim;
+    params->rotary_len = defaults.rotary_len;
+    params->rotary_interleaved = defaults.rotary_interleaved ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+fc_status fc_attention_with_kvcache(const fc_kvcache_params* params, void* stream) {
+  return flashcore::guarded([&] {
+    if (params == nullptr) return Status::InvalidArgument("params: must not be null");
+    if (params->struct_size != sizeof(fc_kvcache_params)) {
+      return Status::InvalidArgument("params.struct_size: must be sizeof(fc_kvcache_params) = " +
+                                     std::to_string(sizeof(fc_kvcache_params)) + " (got " +
+                                     std::to_string(params->struct_size) +
+                                     "); initialise the struct with fc_kvcache_params_init");
+    }
+    FC_RETURN_IF_ERROR(flashcore::check_struct(&params->attention));
+    if (params->rotary_interleaved != 0 && params->rotary_interleaved != 1) {
+      return Status::InvalidArgument("rotary_interleaved: must be 0 or 1 (got " +
+                                     std::to_string(params->rotary_interleaved) + ")");
+    }
+    flashcore::KvCacheParams p;
+    p.attention = flashcore::to_cpp(params->attention);
+#define FC_KVCACHE_FIELDS(X)                                                                        \
+  X(cache_seqlens) X(k_new) X(v_new) X(seqlen_new) X(k_new_batch_stride) X(k_new_seq_stride)        \
+  X(k_new_head_stride) X(v_new_batch_stride) X(v_new_seq_stride) X(v_new_head_stride) X(rotary_cos) \
+  X(rotary_sin) X(rotary_dim) X(rotary_len)
+#define FC_COPY_FIELD(field) p.field = params->field;
+    FC_KVCACHE_FIELDS(FC_COPY_FIELD)
+#undef FC_COPY_FIELD
+#undef FC_KVCACHE_FIELDS
+    p.rotary_interleaved = params->rotary_interleaved != 0;
+    return flashcore::attention_with_kvcache(p, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // extern "C"

@@ -12,9 +12,10 @@ namespace detail {
 
 namespace {
 
-// Dispatch order: fastest first.
-std::array<PathOps, 4> path_table() {
-  return {sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
+// Dispatch order: fastest first. The decode path takes only what it is fastest at (few query rows
+// per KV head, or K/V only it reads: paged, batch-indexed, left-padded); see its supports().
+std::array<PathOps, 5> path_table() {
+  return {decode_path(), sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
 }
 
 bool is_host_memory(const void* ptr) { return is_host(memory_of(ptr)); }
@@ -96,9 +97,9 @@ std::vector<Support> supports(const AttentionParams& params) {
   return out;
 }
 
-namespace {
+namespace detail {
 
-Status select(const AttentionParams& params, const detail::DeviceInfo& info, detail::PathOps* chosen) {
+Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen) {
   std::string reasons;
   for (const auto& ops : detail::path_table()) {
     if (params.path != KernelPath::kAuto && ops.path != params.path) continue;
@@ -116,13 +117,13 @@ Status select(const AttentionParams& params, const detail::DeviceInfo& info, det
   return Status::Unsupported("no kernel path can run this call:" + reasons);
 }
 
-}  // namespace
+}  // namespace detail
 
 Status select_path(const AttentionParams& params, KernelPath* chosen) {
   detail::DeviceInfo info;
   FC_RETURN_IF_ERROR(detail::query_device(params, &info));
   detail::PathOps ops{};
-  FC_RETURN_IF_ERROR(select(params, info, &ops));
+  FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
   *chosen = ops.path;
   return Status::Ok();
 }
@@ -136,7 +137,7 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
   detail::DeviceInfo info;
   FC_RETURN_IF_ERROR(detail::query_device(params, &info));
   detail::PathOps ops{};
-  FC_RETURN_IF_ERROR(select(params, info, &ops));
+  FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
   return ops.run(params, info, stream);
 }
 

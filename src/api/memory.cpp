@@ -1,6 +1,10 @@
 #include "api/memory.hpp"
 
+#include <cstring>
+
 #include <cuda_runtime_api.h>
+
+#include "common/cuda_check.hpp"
 
 namespace flashcore::detail {
 
@@ -16,6 +20,36 @@ Memory memory_of(const void* ptr) {
     case cudaMemoryTypeManaged: return Memory::kManaged;
     default: return Memory::kHostPageable;
   }
+}
+
+Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool check_device_metadata,
+                         bool* available) {
+  *available = true;
+  bool any_on_device = false;
+  for (const SmallArray& a : arrays) any_on_device = any_on_device || !is_host(memory_of(a.src));
+  if (any_on_device && !check_device_metadata) {  // the caller vouches for the contents: no sync
+    *available = false;
+    return Status::Ok();
+  }
+  if (any_on_device) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    FC_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) {
+      *available = false;
+      return Status::Ok();
+    }
+  }
+  for (const SmallArray& a : arrays) {
+    a.host->assign(size_t(a.count), 0);
+    const size_t bytes = size_t(a.count) * sizeof(int32_t);
+    if (is_host(memory_of(a.src))) {
+      std::memcpy(a.host->data(), a.src, bytes);
+    } else {
+      FC_CUDA_RETURN(cudaMemcpyAsync(a.host->data(), a.src, bytes, cudaMemcpyDefault, stream));
+    }
+  }
+  if (any_on_device) FC_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::Ok();
 }
 
 }  // namespace flashcore::detail

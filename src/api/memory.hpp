@@ -2,6 +2,13 @@
 // cu_seqlens and friends) and dispatch (whether the CPU reference or a GPU path runs the call).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "flashcore/flashcore.hpp"
+
 namespace flashcore::detail {
 
 enum class Memory { kHostPageable, kHostPinned, kDevice, kManaged };
@@ -11,5 +18,20 @@ Memory memory_of(const void* ptr);
 
 // Pageable or pinned host memory: read directly by the host, and a q there means the CPU path runs.
 inline bool is_host(Memory m) { return m == Memory::kHostPageable || m == Memory::kHostPinned; }
+
+// One small int32 array the kernels will read (cu_seqlens, seqused_k, block tables, cache lengths)
+// and where its host copy goes.
+struct SmallArray {
+  const int32_t* src;
+  int64_t count;
+  std::vector<int32_t>* host;
+};
+
+// Copies the arrays to the host for validation. Host memory is read directly; device or managed
+// memory is copied on `stream` (ordered after the work that produced it), then the stream is waited
+// for once. While `stream` captures a graph no copy may run, and with check_device_metadata off the
+// caller vouches for them: *available is then false and the device contents go unchecked.
+Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool check_device_metadata,
+                         bool* available);
 
 }  // namespace flashcore::detail

@@ -28,6 +28,12 @@ struct PathOps {
   Status (*run)(const AttentionParams&, const DeviceInfo&, cudaStream_t);
 };
 
+// The first path of the dispatch order (dispatch.cpp) that supports `params` on `info`'s device
+// (params.path pins one), or Unsupported with every path's reason. For callers that know the device
+// facts already (the KV-cache call, whose stream-ordered temporaries cannot be classified while a
+// graph is being captured).
+Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen);
+
 // The backward of a path (one table per operation: a path lists its backward here once it has one).
 struct BackwardOps {
   KernelPath path;
@@ -39,6 +45,7 @@ BackwardOps naive_gpu_backward_path();
 BackwardOps cpu_reference_backward_path();
 
 // Implemented by each path (src/sm90, src/sm80, src/reference) or by its stub when pruned.
+PathOps decode_path();  // src/sm80/decode (part of the sm80 build; stubbed with it)
 PathOps sm90_path();
 PathOps sm80_path();
 PathOps naive_gpu_path();

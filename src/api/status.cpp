@@ -36,6 +36,7 @@ const char* kernel_path_name(KernelPath path) {
     case KernelPath::kSm80: return "sm80";
     case KernelPath::kNaiveGpu: return "naive-gpu";
     case KernelPath::kCpuReference: return "cpu-reference";
+    case KernelPath::kDecode: return "decode";
   }
   return "unknown";
 }
@@ -80,6 +81,9 @@ std::string build_info() {
   std::ostringstream os;
   os << "flashcore " << FLASHCORE_VERSION << " (archs " << FLASHCORE_ARCHS << "; head dims "
      << FLASHCORE_HEAD_DIMS_STR << "; dtypes " << FLASHCORE_DTYPES_STR << "; paths:"
+#if defined(FLASHCORE_HAS_SM80)
+     << " decode"
+#endif
 #if defined(FLASHCORE_HAS_SM90)
      << " sm90"
 #endif

@@ -52,7 +52,8 @@ CallShape call_shape(const AttentionParams& p) {
   s.varlen = p.is_varlen();
   // Same definition as attention_forward's early return for empty calls (dispatch.cpp).
   s.has_rows = p.batch > 0 && (s.varlen ? p.total_q > 0 : p.seqlen_q > 0);
-  s.has_keys = s.varlen ? p.total_k > 0 : p.seqlen_k > 0;
+  // Paged varlen keys live in the page pool: total_k does not describe them.
+  s.has_keys = s.varlen && !p.is_paged() ? p.total_k > 0 : p.seqlen_k > 0;
   return s;
 }
 
@@ -70,9 +71,9 @@ Status check_enums(const AttentionParams& p) {
     return invalid("mask_align: must be bottom-right (0) or top-left (1) (got ", align, ")");
   }
   const int path = static_cast<int>(p.path);
-  if (path < static_cast<int>(KernelPath::kAuto) || path > static_cast<int>(KernelPath::kCpuReference)) {
-    return invalid("path: must be one of auto (0), sm90 (1), sm80 (2), naive-gpu (3), cpu-reference (4) (got ",
-                   path, ")");
+  if (path < static_cast<int>(KernelPath::kAuto) || path > static_cast<int>(KernelPath::kDecode)) {
+    return invalid("path: must be one of auto (0), sm90 (1), sm80 (2), naive-gpu (3), cpu-reference (4), decode (5) "
+                   "(got ", path, ")");
   }
   return Status::Ok();
 }
@@ -158,6 +159,40 @@ Status check_varlen_shape(const AttentionParams& p) {
   return Status::Ok();
 }
 
+// Paged K/V, the cache batch index and left padding (flashcore.hpp, "KV cache").
+Status check_kv_cache_shape(const AttentionParams& p) {
+  const struct {
+    const char* name;
+    const int32_t* ptr;
+  } arrays[] = {{"block_table", p.block_table}, {"kv_batch_idx", p.kv_batch_idx}, {"leftpad_k", p.leftpad_k}};
+  for (const auto& a : arrays) {
+    if (a.ptr != nullptr && !aligned_to(a.ptr, sizeof(int32_t))) return invalid(a.name, ": must be 4-byte aligned (int32)");
+  }
+  if (p.is_paged()) {
+    if (p.page_size < 1) return invalid("page_size: must be >= 1 with a block_table (got ", p.page_size, ")");
+    if (p.num_pages < 1) return invalid("num_pages: must be >= 1 with a block_table (got ", p.num_pages, ")");
+    if (p.pages_per_seq < 1) return invalid("pages_per_seq: must be >= 1 with a block_table (got ", p.pages_per_seq, ")");
+    if (p.block_table_batch_stride < p.pages_per_seq) {
+      return invalid("block_table_batch_stride: must be >= pages_per_seq (got block_table_batch_stride=",
+                     p.block_table_batch_stride, ", pages_per_seq=", p.pages_per_seq, ")");
+    }
+    const int64_t capacity = int64_t(p.pages_per_seq) * p.page_size;
+    if (p.seqlen_k > capacity) {
+      return invalid("seqlen_k: a block_table row holds at most pages_per_seq * page_size = ", capacity,
+                     " keys (got seqlen_k=", p.seqlen_k, ")");
+    }
+    if (p.kv_batch_idx != nullptr) {
+      return invalid("kv_batch_idx: not with a block_table (the table already picks each entry's pages)");
+    }
+  }
+  if (p.kv_batch_idx != nullptr) {
+    if (p.is_varlen()) return invalid("kv_batch_idx: not with varlen (cu_seqlens) calls");
+    if (p.kv_batch < 1) return invalid("kv_batch: must be >= 1 with kv_batch_idx (got ", p.kv_batch, ")");
+  }
+  if (p.leftpad_k != nullptr && p.is_varlen()) return invalid("leftpad_k: not with varlen (cu_seqlens) calls");
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Memory rules (calls with query rows only)
 // ---------------------------------------------------------------------------------------------
@@ -198,7 +233,16 @@ std::vector<TensorView> tensor_views(const AttentionParams& p, const CallShape& 
     add("q", p.q, elem, {{"q_seq_stride", p.total_q, p.q_seq_stride, "total_q"},
                          {"q_head_stride", p.heads_q, p.q_head_stride, "heads_q"},
                          contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-    if (s.has_keys) {
+    if (s.has_keys && p.is_paged()) {
+      add("k", p.k, elem, {{"k_batch_stride", p.num_pages, p.k_batch_stride, "num_pages"},
+                           {"k_seq_stride", p.page_size, p.k_seq_stride, "page_size"},
+                           {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
+                           contiguous_dim(p.head_dim_qk, "head_dim_qk")});
+      add("v", p.v, elem, {{"v_batch_stride", p.num_pages, p.v_batch_stride, "num_pages"},
+                           {"v_seq_stride", p.page_size, p.v_seq_stride, "page_size"},
+                           {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
+                           contiguous_dim(p.head_dim_v, "head_dim_v")});
+    } else if (s.has_keys) {
       add("k", p.k, elem, {{"k_seq_stride", p.total_k, p.k_seq_stride, "total_k"},
                            {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
                            contiguous_dim(p.head_dim_qk, "head_dim_qk")});
@@ -218,12 +262,23 @@ std::vector<TensorView> tensor_views(const AttentionParams& p, const CallShape& 
                          {"q_seq_stride", p.seqlen_q, p.q_seq_stride, "seqlen_q"},
                          {"q_head_stride", p.heads_q, p.q_head_stride, "heads_q"},
                          contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-    if (s.has_keys) {
-      add("k", p.k, elem, {{"k_batch_stride", p.batch, p.k_batch_stride, "batch"},
+    if (s.has_keys && p.is_paged()) {
+      add("k", p.k, elem, {{"k_batch_stride", p.num_pages, p.k_batch_stride, "num_pages"},
+                           {"k_seq_stride", p.page_size, p.k_seq_stride, "page_size"},
+                           {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
+                           contiguous_dim(p.head_dim_qk, "head_dim_qk")});
+      add("v", p.v, elem, {{"v_batch_stride", p.num_pages, p.v_batch_stride, "num_pages"},
+                           {"v_seq_stride", p.page_size, p.v_seq_stride, "page_size"},
+                           {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
+                           contiguous_dim(p.head_dim_v, "head_dim_v")});
+    } else if (s.has_keys) {
+      const int64_t kv_rows = p.kv_batch_idx != nullptr ? p.kv_batch : p.batch;
+      const char* kv_rows_name = p.kv_batch_idx != nullptr ? "kv_batch" : "batch";
+      add("k", p.k, elem, {{"k_batch_stride", kv_rows, p.k_batch_stride, kv_rows_name},
                            {"k_seq_stride", p.seqlen_k, p.k_seq_stride, "seqlen_k"},
                            {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
                            contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-      add("v", p.v, elem, {{"v_batch_stride", p.batch, p.v_batch_stride, "batch"},
+      add("v", p.v, elem, {{"v_batch_stride", kv_rows, p.v_batch_stride, kv_rows_name},
                            {"v_seq_stride", p.seqlen_k, p.v_seq_stride, "seqlen_k"},
                            {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
                            contiguous_dim(p.head_dim_v, "head_dim_v")});
@@ -401,13 +456,15 @@ Status check_output_overlap(const std::vector<TensorView>& views) {
 // The small arrays are read by whichever side runs the call: the host (q in host memory) or the GPU.
 // (q, k, v, o, lse must share q's side; dispatch checks that before it picks a path.)
 Status check_small_array_placement(const AttentionParams& p) {
-  const void* arrays[] = {p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.alibi_slopes};
-  const char* names[] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k", "alibi_slopes"};
+  const void* arrays[] = {p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.alibi_slopes,
+                          p.block_table, p.kv_batch_idx, p.leftpad_k};
+  const char* names[] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k", "alibi_slopes",
+                         "block_table", "kv_batch_idx", "leftpad_k"};
   if (std::all_of(std::begin(arrays), std::end(arrays), [](const void* a) { return a == nullptr; })) {
     return Status::Ok();
   }
   const bool host = detail::is_host(detail::memory_of(p.q));
-  for (int a = 0; a < 4; ++a) {
+  for (int a = 0; a < int(std::size(arrays)); ++a) {
     if (arrays[a] == nullptr) continue;
     const detail::Memory m = detail::memory_of(arrays[a]);
     if (host && m == detail::Memory::kDevice) {
@@ -418,47 +475,6 @@ Status check_small_array_placement(const AttentionParams& p) {
                      "memory (got pageable host memory)");
     }
   }
-  return Status::Ok();
-}
-
-// One int32 array the kernels will read (cu_seqlens, seqused_k), and its host copy.
-struct SmallArray {
-  const int32_t* src;
-  int64_t count;
-  std::vector<int32_t>* host;
-};
-
-// Copies the arrays to the host. Host memory is read directly; device or managed memory is copied on
-// `stream` (ordered after the work that produced it), then the stream is waited for once. While
-// `stream` captures a graph no copy may run, and with params.check_device_metadata off the caller
-// vouches for them: *available is then false and the device contents go unchecked.
-Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool check_device_metadata,
-                         bool* available) {
-  *available = true;
-  bool any_on_device = false;
-  for (const SmallArray& a : arrays) any_on_device = any_on_device || !detail::is_host(detail::memory_of(a.src));
-  if (any_on_device && !check_device_metadata) {  // the caller vouches for the contents: no sync
-    *available = false;
-    return Status::Ok();
-  }
-  if (any_on_device) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    FC_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) {
-      *available = false;
-      return Status::Ok();
-    }
-  }
-  for (const SmallArray& a : arrays) {
-    a.host->assign(size_t(a.count), 0);
-    const size_t bytes = size_t(a.count) * sizeof(int32_t);
-    if (detail::is_host(detail::memory_of(a.src))) {
-      std::memcpy(a.host->data(), a.src, bytes);
-    } else {
-      FC_CUDA_RETURN(cudaMemcpyAsync(a.host->data(), a.src, bytes, cudaMemcpyDefault, stream));
-    }
-  }
-  if (any_on_device) FC_CUDA_RETURN(cudaStreamSynchronize(stream));
   return Status::Ok();
 }
 
@@ -498,22 +514,59 @@ Status check_seqused_k(const std::vector<int32_t>& used, const std::vector<int32
 Status check_varlen_contents(const AttentionParams& p, cudaStream_t stream) {
   const int64_t entries = int64_t(p.batch) + 1;
   std::vector<int32_t> cu_q, cu_k, used;
-  std::vector<SmallArray> arrays;
+  std::vector<detail::SmallArray> arrays;
   if (p.is_varlen()) {
     arrays.push_back({p.cu_seqlens_q, entries, &cu_q});
     arrays.push_back({p.cu_seqlens_k, entries, &cu_k});
   }
   if (p.seqused_k != nullptr) arrays.push_back({p.seqused_k, p.batch, &used});
+  std::vector<int32_t> table, batch_idx, leftpad;
+  if (p.is_paged()) {
+    arrays.push_back({p.block_table, (int64_t(p.batch) - 1) * p.block_table_batch_stride + p.pages_per_seq, &table});
+  }
+  if (p.kv_batch_idx != nullptr) arrays.push_back({p.kv_batch_idx, p.batch, &batch_idx});
+  if (p.leftpad_k != nullptr) arrays.push_back({p.leftpad_k, p.batch, &leftpad});
   if (arrays.empty()) return Status::Ok();
   bool available = true;
-  FC_RETURN_IF_ERROR(read_small_arrays(arrays, stream, p.check_device_metadata, &available));
+  FC_RETURN_IF_ERROR(detail::read_small_arrays(arrays, stream, p.check_device_metadata, &available));
   if (!available) return Status::Ok();  // capturing: the caller guarantees the contents
   if (p.is_varlen()) {
     FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_q", cu_q, "seqlen_q", p.seqlen_q, "total_q", p.total_q));
-    FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_k", cu_k, "seqlen_k", p.seqlen_k, "total_k", p.total_k));
+    // Paged: cu_seqlens_k only give lengths (rows count from 0 in each table row), so no total bounds them.
+    FC_RETURN_IF_ERROR(check_cu_seqlens("cu_seqlens_k", cu_k, "seqlen_k", p.seqlen_k, "total_k",
+                                        p.is_paged() ? std::numeric_limits<int64_t>::max() : p.total_k));
   }
   if (p.seqused_k != nullptr) {
     FC_RETURN_IF_ERROR(check_seqused_k(used, p.is_varlen() ? &cu_k : nullptr, p.seqlen_k));
+  }
+  for (size_t b = 0; b < batch_idx.size(); ++b) {
+    if (batch_idx[b] < 0 || batch_idx[b] >= p.kv_batch) {
+      return invalid("kv_batch_idx[", b, "]: must be in [0, kv_batch = ", p.kv_batch, ") (got ", batch_idx[b], ")");
+    }
+  }
+  // The key rows of entry b end at seqused_k[b], the varlen length, or seqlen_k.
+  auto end_row = [&](size_t b) -> int64_t {
+    if (p.seqused_k != nullptr) return used[b];
+    if (p.is_varlen()) return int64_t(cu_k[b + 1]) - cu_k[b];
+    return p.seqlen_k;
+  };
+  for (size_t b = 0; b < leftpad.size(); ++b) {
+    if (leftpad[b] < 0 || leftpad[b] > end_row(b)) {
+      return invalid("leftpad_k[", b, "]: must be in [0, ", end_row(b), "] (the end of entry ", b, "'s keys) (got ",
+                     leftpad[b], ")");
+    }
+  }
+  if (p.is_paged()) {  // the table entries the call reads: the pages holding rows [0, end)
+    for (int b = 0; b < p.batch; ++b) {
+      const int64_t pages_used = (end_row(size_t(b)) + p.page_size - 1) / p.page_size;
+      for (int64_t slot = 0; slot < pages_used; ++slot) {
+        const int32_t page = table[size_t(b * p.block_table_batch_stride + slot)];
+        if (page < 0 || page >= p.num_pages) {
+          return invalid("block_table[", b, "][", slot, "]: must be a page in [0, num_pages = ", p.num_pages,
+                         ") (got ", page, ")");
+        }
+      }
+    }
   }
   return Status::Ok();
 }
@@ -594,6 +647,7 @@ Status validate(const AttentionParams& p, cudaStream_t stream) {
   FC_RETURN_IF_ERROR(check_visibility(p));
   FC_RETURN_IF_ERROR(check_alibi(p));
   FC_RETURN_IF_ERROR(check_varlen_shape(p));
+  FC_RETURN_IF_ERROR(check_kv_cache_shape(p));
 
   const CallShape shape = call_shape(p);
   if (!shape.has_rows) return Status::Ok();  // empty call: reads and writes nothing
@@ -611,6 +665,10 @@ Status validate(const AttentionParams& p, cudaStream_t stream) {
 
 Status validate_backward(const BackwardParams& bp, cudaStream_t stream) {
   FC_RETURN_IF_ERROR(validate(bp.forward, stream));
+  if (bp.forward.block_table != nullptr || bp.forward.kv_batch_idx != nullptr || bp.forward.leftpad_k != nullptr) {
+    return invalid("forward.block_table, kv_batch_idx, leftpad_k: the backward reads dense or varlen K/V only "
+                   "(a KV cache is an inference layout)");
+  }
   const CallShape shape = call_shape(bp.forward);
   if (!shape.has_rows) return Status::Ok();  // empty call: no gradient element exists
   FC_RETURN_IF_ERROR(check_gradient_pointers(bp, shape));

@@ -87,8 +87,24 @@ FC_HOST_DEVICE SequenceExtent sequence_extent(const int32_t* cu_seqlens_q, const
   if (seqused_k != nullptr) e.seqlen_k = seqused_k[b];
   return e;
 }
+// With the KV-cache fields: a paged sequence's rows count from 0 in its block-table row (cu_seqlens_k
+// then only give lengths), and left padding moves the first key to row leftpad_k[b] (clamped into
+// the sequence, as every kernel must read inside it even when the caller's array is wrong).
 FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
-  return sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  SequenceExtent e = sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  if (p.block_table != nullptr) e.k_start = 0;
+  if (p.leftpad_k != nullptr) {
+    const int pad = p.leftpad_k[b] < 0 ? 0 : p.leftpad_k[b] > e.seqlen_k ? e.seqlen_k : p.leftpad_k[b];
+    e.k_start += pad;
+    e.seqlen_k -= pad;
+  }
+  return e;
+}
+
+// Whether the call reads K/V through the KV-cache fields (paged, batch-indexed or left-padded), which
+// only the decode path and the references take.
+FC_HOST_DEVICE bool uses_kv_cache_layout(const AttentionParams& p) {
+  return p.block_table != nullptr || p.kv_batch_idx != nullptr || p.leftpad_k != nullptr;
 }
 
 // Element offset of (batch entry b, token, head h) in a tensor with these strides. `token` counts
@@ -97,6 +113,28 @@ FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
 FC_HOST_DEVICE int64_t token_offset(bool packed, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
                                     int b, int64_t token, int h) {
   return (packed ? 0 : int64_t(b) * batch_stride) + token * seq_stride + int64_t(h) * head_stride;
+}
+
+// Element offset of key row `row` of batch entry b (rows as SequenceExtent::k_start counts them:
+// the packed token row in varlen, the row of the entry's cache otherwise) and KV head h in k or v
+// (their strides passed in). Paged: through the block table; batch-indexed: in cache row
+// kv_batch_idx[b]. Table and index entries are clamped into the pool, so a wrong entry can give
+// wrong keys but never an access outside k and v (validate() rejects them where it can read them).
+FC_HOST_DEVICE int64_t kv_row_offset(const AttentionParams& p, int64_t batch_stride, int64_t seq_stride,
+                                     int64_t head_stride, int b, int64_t row, int h) {
+  if (p.block_table != nullptr) {
+    int64_t slot = row / p.page_size;
+    slot = slot < p.pages_per_seq ? slot : p.pages_per_seq - 1;
+    int page = p.block_table[int64_t(b) * p.block_table_batch_stride + slot];
+    page = page < 0 ? 0 : page >= p.num_pages ? p.num_pages - 1 : page;
+    return int64_t(page) * batch_stride + (row % p.page_size) * seq_stride + int64_t(h) * head_stride;
+  }
+  int kv_b = b;
+  if (p.kv_batch_idx != nullptr) {
+    kv_b = p.kv_batch_idx[b];
+    kv_b = kv_b < 0 ? 0 : kv_b >= p.kv_batch ? p.kv_batch - 1 : kv_b;
+  }
+  return token_offset(p.cu_seqlens_k != nullptr, batch_stride, seq_stride, head_stride, kv_b, row, h);
 }
 
 // `rule` (its window bounds) applied to a sequence of the given lengths: the diagonal follows the

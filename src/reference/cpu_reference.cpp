@@ -41,10 +41,10 @@ void load_kv(const AttentionParams& p, const attn::SequenceExtent& seq, int b, i
   s->k.resize(size_t(seq.seqlen_k) * dqk);
   s->v.resize(size_t(seq.seqlen_k) * dv);
   for (int j = 0; j < seq.seqlen_k; ++j) {
-    const int64_t k_row = token_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b,
-                                       seq.k_start + j, head_kv);
-    const int64_t v_row = token_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b,
-                                       seq.k_start + j, head_kv);
+    const int64_t k_row =
+        attn::kv_row_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, head_kv);
+    const int64_t v_row =
+        attn::kv_row_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, head_kv);
     for (int d = 0; d < dqk; ++d) s->k[size_t(j) * dqk + d] = load_as_float(p.k, k_row + d, p.dtype);
     for (int d = 0; d < dv; ++d) s->v[size_t(j) * dv + d] = load_as_float(p.v, v_row + d, p.dtype);
   }

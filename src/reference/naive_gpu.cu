@@ -59,12 +59,11 @@ __global__ void __launch_bounds__(kThreads) naive_attention_kernel(const Attenti
   const attn::ScoreTransform score_fn = attn::make_score_transform(p, b, h, seq.seqlen_q, seq.seqlen_k);
 
   const int64_t q_batch = p.is_varlen() ? 0 : int64_t(b) * p.q_batch_stride;
-  const int64_t k_batch = p.cu_seqlens_k ? 0 : int64_t(b) * p.k_batch_stride;
-  const int64_t v_batch = p.cu_seqlens_k ? 0 : int64_t(b) * p.v_batch_stride;
   const int64_t o_batch = p.is_varlen() ? 0 : int64_t(b) * p.o_batch_stride;
   const T* q = static_cast<const T*>(p.q) + q_batch + (seq.q_start + row0) * p.q_seq_stride + h * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + k_batch + seq.k_start * p.k_seq_stride + h_kv * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + v_batch + seq.k_start * p.v_seq_stride + h_kv * p.v_head_stride;
+  // Key j's rows: attn::kv_row_offset (dense, varlen, paged, batch-indexed alike).
+  const T* k_pool = static_cast<const T*>(p.k);
+  const T* v_pool = static_cast<const T*>(p.v);
   T* o = static_cast<T*>(p.o) + o_batch + (seq.q_start + row0) * p.o_seq_stride + h * p.o_head_stride;
 
   for (int idx = threadIdx.x; idx < kRows * dqk; idx += kThreads) {
@@ -93,7 +92,8 @@ __global__ void __launch_bounds__(kThreads) naive_attention_kernel(const Attenti
 #pragma unroll
       for (int r = 0; r < kRows; ++r) dot[r] = 0.0f;
       if (c < chunk_len) {
-        const T* k_row = k + int64_t(j) * p.k_seq_stride;
+        const T* k_row =
+            k_pool + attn::kv_row_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, h_kv);
         for (int d = lane; d < dqk; d += 32) {
           const float kd = to_float(k_row[d]);
 #pragma unroll
@@ -145,7 +145,9 @@ __global__ void __launch_bounds__(kThreads) naive_attention_kernel(const Attenti
 #pragma unroll
       for (int r = 0; r < kRows; ++r) acc[r] = o_acc[r * dv + d] * rescale[r];
       for (int c = 0; c < chunk_len; ++c) {
-        const float vd = to_float(v[int64_t(chunk + c) * p.v_seq_stride + d]);
+        const T* v_row = v_pool + attn::kv_row_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b,
+                                                      seq.k_start + chunk + c, h_kv);
+        const float vd = to_float(v_row[d]);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r] = fmaf(scores[r * kKeyChunk + c], vd, acc[r]);
       }

@@ -47,6 +47,12 @@ DeviceProblem::DeviceProblem(const HostProblem& host) {
   }
   if (host.params.seqused_k)
     params.seqused_k = static_cast<const int32_t*>(upload(host.seqused_k.data(), host.seqused_k.size() * 4));
+  if (host.params.block_table)
+    params.block_table = static_cast<const int32_t*>(upload(host.block_table.data(), host.block_table.size() * 4));
+  if (host.params.kv_batch_idx)
+    params.kv_batch_idx = static_cast<const int32_t*>(upload(host.kv_batch_idx.data(), host.kv_batch_idx.size() * 4));
+  if (host.params.leftpad_k)
+    params.leftpad_k = static_cast<const int32_t*>(upload(host.leftpad_k.data(), host.leftpad_k.size() * 4));
 }
 
 DeviceProblem::~DeviceProblem() {

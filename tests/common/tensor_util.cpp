@@ -1,6 +1,7 @@
 // Test problems, error metrics, poisoning and the naive same-dtype baseline (see tensor_util.hpp).
 #include "common/tensor_util.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -123,6 +124,14 @@ std::string TestCase::describe() const {
     os << "]";
   }
   for (const auto& [position, gain] : key_gain) os << " key" << position << "*" << gain;
+  if (page_size > 0) os << " paged(" << page_size << ")";
+  if (kv_batch_index) os << " kv_batch_idx";
+  if (!leftpad_k.empty()) {
+    os << " leftpad_k=[";
+    for (size_t i = 0; i < leftpad_k.size(); ++i) os << (i ? "," : "") << leftpad_k[i];
+    os << "]";
+  }
+  if (num_splits > 0) os << " num_splits=" << num_splits;
   os << " input_scale=" << input_scale << " seed=" << seed;
   return os.str();
 }
@@ -136,6 +145,78 @@ int64_t HostProblem::lse_offset(int b, int64_t token, int h) const {
   const int64_t batch_part = params.is_varlen() ? 0 : int64_t(b) * params.lse_batch_stride;
   return batch_part + int64_t(h) * params.lse_head_stride + token;
 }
+
+namespace {
+
+// Moves a BSHD problem's K/V into the cache layout its TestCase asks for: the same logical keys at
+// the rows attn::kv_row_offset gives (paged pool, indexed batch row), every other slot NaN.
+void to_kv_cache_layout(HostProblem& pr, std::mt19937_64& gen) {
+  const TestCase& tc = pr.test_case;
+  AttentionParams& p = pr.params;
+  const int elem = dtype_size(p.dtype);
+  const AttentionParams dense = p;  // addresses of the logical keys
+  const std::vector<uint8_t> k_dense = pr.k, v_dense = pr.v;
+  if (!tc.leftpad_k.empty()) pr.leftpad_k.assign(tc.leftpad_k.begin(), tc.leftpad_k.end());
+  int cache_rows = p.seqlen_k;  // rows a cache entry holds
+  if (tc.page_size > 0) {
+    const int pages_per_seq = std::max(1, (cache_rows + tc.page_size - 1) / tc.page_size);
+    p.page_size = tc.page_size;
+    p.pages_per_seq = pages_per_seq;
+    p.block_table_batch_stride = pages_per_seq + 1;  // a padded table row
+    p.num_pages = p.batch * pages_per_seq + 3;
+    std::vector<int32_t> pages(static_cast<size_t>(p.num_pages));
+    for (int n = 0; n < p.num_pages; ++n) pages[size_t(n)] = n;
+    std::shuffle(pages.begin(), pages.end(), gen);
+    pr.block_table.assign(size_t(p.batch) * size_t(p.block_table_batch_stride), -1);
+    for (int b = 0; b < p.batch; ++b)
+      for (int s = 0; s < pages_per_seq; ++s)
+        pr.block_table[size_t(b) * size_t(p.block_table_batch_stride) + size_t(s)] = pages[size_t(b * pages_per_seq + s)];
+    p.k_seq_stride = int64_t(p.heads_kv) * p.head_dim_qk;
+    p.v_seq_stride = int64_t(p.heads_kv) * p.head_dim_v;
+    p.k_head_stride = p.head_dim_qk;
+    p.v_head_stride = p.head_dim_v;
+    p.k_batch_stride = p.page_size * p.k_seq_stride;
+    p.v_batch_stride = p.page_size * p.v_seq_stride;
+    pr.k.assign(size_t(p.num_pages * p.k_batch_stride * elem), 0xFF);
+    pr.v.assign(size_t(p.num_pages * p.v_batch_stride * elem), 0xFF);
+  } else if (tc.kv_batch_index) {
+    p.kv_batch = p.batch + 2;
+    std::vector<int32_t> rows(static_cast<size_t>(p.kv_batch));
+    for (int n = 0; n < p.kv_batch; ++n) rows[size_t(n)] = n;
+    std::shuffle(rows.begin(), rows.end(), gen);
+    pr.kv_batch_idx.assign(rows.begin(), rows.begin() + p.batch);
+    pr.k.assign(size_t(int64_t(p.kv_batch) * p.k_batch_stride * elem), 0xFF);
+    pr.v.assign(size_t(int64_t(p.kv_batch) * p.v_batch_stride * elem), 0xFF);
+  } else {
+    std::fill(pr.k.begin(), pr.k.end(), uint8_t(0xFF));
+    std::fill(pr.v.begin(), pr.v.end(), uint8_t(0xFF));
+  }
+  p.block_table = pr.block_table.empty() ? nullptr : pr.block_table.data();
+  p.kv_batch_idx = pr.kv_batch_idx.empty() ? nullptr : pr.kv_batch_idx.data();
+  p.leftpad_k = pr.leftpad_k.empty() ? nullptr : pr.leftpad_k.data();
+  p.k = pr.k.data();
+  p.v = pr.v.data();
+  // The logical keys of entry b are cache rows [leftpad, end): copy exactly those.
+  for (int b = 0; b < p.batch; ++b) {
+    const attn::SequenceExtent from = attn::sequence_extent(dense, b);
+    const attn::SequenceExtent to = attn::sequence_extent(p, b);
+    const int pad = int(to.k_start - (p.is_paged() ? 0 : from.k_start));
+    for (int j = pad; j < from.seqlen_k; ++j)
+      for (int h = 0; h < p.heads_kv; ++h) {
+        const int64_t k_src = attn::kv_row_offset(dense, dense.k_batch_stride, dense.k_seq_stride, dense.k_head_stride,
+                                                   b, from.k_start + j, h);
+        const int64_t v_src = attn::kv_row_offset(dense, dense.v_batch_stride, dense.v_seq_stride, dense.v_head_stride,
+                                                   b, from.k_start + j, h);
+        const int64_t row = (p.is_paged() ? 0 : from.k_start) + j;
+        const int64_t k_dst = attn::kv_row_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, row, h);
+        const int64_t v_dst = attn::kv_row_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, row, h);
+        std::memcpy(&pr.k[size_t(k_dst * elem)], &k_dense[size_t(k_src * elem)], size_t(p.head_dim_qk * elem));
+        std::memcpy(&pr.v[size_t(v_dst * elem)], &v_dense[size_t(v_src * elem)], size_t(p.head_dim_v * elem));
+      }
+  }
+}
+
+}  // namespace
 
 HostProblem make_problem(const TestCase& tc) {
   HostProblem pr;
@@ -229,6 +310,8 @@ HostProblem make_problem(const TestCase& tc) {
   p.cu_seqlens_q = varlen ? pr.cu_seqlens_q.data() : nullptr;
   p.cu_seqlens_k = varlen ? pr.cu_seqlens_k.data() : nullptr;
   p.seqused_k = pr.seqused_k.empty() ? nullptr : pr.seqused_k.data();
+  p.num_splits = tc.num_splits;
+  if (tc.page_size > 0 || tc.kv_batch_index || !tc.leftpad_k.empty()) to_kv_cache_layout(pr, gen);
   return pr;
 }
 
@@ -332,8 +415,8 @@ std::vector<double> naive_same_dtype_reference(const AttentionParams& p) {
     // This head's K and V as float [Sk, D] (exact: the inputs are already in the dtype).
     std::vector<float> k_rows(static_cast<size_t>(seq.seqlen_k) * dqk), v_rows(size_t(seq.seqlen_k) * dv), q_row(static_cast<size_t>(dqk));
     for (int j = 0; j < seq.seqlen_k; ++j) {
-      const int64_t k_off = offset(p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, head_kv);
-      const int64_t v_off = offset(p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, head_kv);
+      const int64_t k_off = attn::kv_row_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start + j, head_kv);
+      const int64_t v_off = attn::kv_row_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start + j, head_kv);
       for (int d = 0; d < dqk; ++d) k_rows[size_t(j) * dqk + d] = load_as_float(p.k, k_off + d, p.dtype);
       for (int d = 0; d < dv; ++d) v_rows[size_t(j) * dv + d] = load_as_float(p.v, v_off + d, p.dtype);
     }

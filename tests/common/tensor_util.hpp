@@ -52,6 +52,12 @@ struct TestCase {
   uint64_t seed = 1;
   Layout layout = Layout::kBSHD;
   ForwardOverrides overrides;  // the sm90 plan's overrides (tests of forced kernels and schedules)
+  // KV-cache layouts of the same logical K/V (BSHD layout only). Cache slots that hold no key of the
+  // call are NaN, so reading one fails the check.
+  int page_size = 0;            // > 0: paged, pages of this many rows in a shuffled pool with spare pages
+  bool kv_batch_index = false;  // dense cache with two extra batch rows; entry b reads a shuffled row
+  std::vector<int> leftpad_k;   // optional [B]: the first leftpad_k[b] cache rows are padding
+  int num_splits = 0;           // AttentionParams::num_splits
 
   bool is_varlen() const { return !varlen_q.empty(); }
   // A readable one-line summary for failure messages.
@@ -66,6 +72,7 @@ struct HostProblem {
   std::vector<float> lse;
   std::vector<float> alibi_slopes;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k;
+  std::vector<int32_t> block_table, kv_batch_idx, leftpad_k;
   AttentionParams params;
 
   HostProblem() = default;

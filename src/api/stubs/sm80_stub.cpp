@@ -19,6 +19,7 @@ Status sm80_backward_run_not_built(const BackwardParams& bp, const DeviceInfo& d
 }
 }  // namespace
 
+PathOps decode_path() { return {KernelPath::kDecode, &sm80_not_built, &sm80_run_not_built}; }
 PathOps sm80_path() { return {KernelPath::kSm80, &sm80_not_built, &sm80_run_not_built}; }
 BackwardOps sm80_backward_path() {
   return {KernelPath::kSm80, &sm80_backward_not_built, &sm80_backward_run_not_built};

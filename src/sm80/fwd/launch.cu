@@ -10,6 +10,7 @@
 
 #include "api/built_kernels.hpp"
 #include "api/paths.hpp"
+#include "attention/mask.hpp"
 #include "sm80/fwd/launch_fwd.hpp"
 #include "sm80/fwd/tile_config.hpp"
 
@@ -55,6 +56,9 @@ Plan plan_for(const AttentionParams& p) {
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
+  if (attn::uses_kv_cache_layout(p)) {
+    return "the sm80 path reads dense or varlen K/V only (block_table, kv_batch_idx, leftpad_k: the decode path)";
+  }
   if (!d.has_device || d.pointers_on_host) return "the sm80 path needs a CUDA device and device pointers";
   if (d.cc_major < 8) {
     return "the sm80 path needs compute capability >= 8.0 (device is sm_" + std::to_string(d.cc_major) +

@@ -92,6 +92,9 @@ TokenAxes token_axes(const AttentionParams& p) {
 }
 
 std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d) {
+  if (attn::uses_kv_cache_layout(p)) {
+    return "the sm90 path reads dense or varlen K/V only (block_table, kv_batch_idx, leftpad_k: the decode path)";
+  }
   if (d.pointers_on_host || !d.has_device) return "the sm90 path needs device pointers on a CUDA device";
   if (d.cc_major != 9 || d.cc_minor != 0) {
     return "the sm90 path needs compute capability 9.0 (sm_90a); device is " + std::to_string(d.cc_major) + "." +

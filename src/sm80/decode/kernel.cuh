@@ -1,0 +1,402 @@
+// The decode path's kernels (layout and tiling: tile_config.hpp):
+//   decode_split_kernel    one CTA per (query row tile x split, KV head, batch entry): the packed
+//                          query rows of one KV head against one key range of its cache (dense,
+//                          varlen, paged, batch-indexed or left-padded: attn::kv_row_offset).
+//   decode_combine_kernel  merges the splits' (o, lse) partials of each row (num_splits > 1).
+//
+// K/V ring, kStages blocks deep (block i in stage i % kStages):
+//   wait for block i, barrier (every warp is also done with block i - 1)
+//   issue block i + kStages - 1 into block i - 1's stage
+//   S = Q K_w^T over the warp's 16 keys, mask, online softmax, O_w += P V_w
+// then the warps' (O_w, max_w, sum_w) are merged through shared memory (attn::SoftmaxState::merge).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "api/paths.hpp"
+#include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
+#include "attention/softmax_state.hpp"
+#include "common/cuda_check.hpp"
+#include "sm80/common/gemm.cuh"
+#include "sm80/decode/launch_decode.hpp"
+#include "sm80/decode/plan.hpp"
+#include "sm80/decode/tile_config.hpp"
+#include "sm80/fwd/softmax.cuh"
+
+namespace flashcore::sm80 {
+
+// Copies the K and V rows of KV block n_block (keys n_block * kBlockN + [0, kBlockN)) into one ring
+// stage; keys at or past seqlen_k are zero-filled and not read. Dense K/V: k_rows / v_rows point at
+// key 0 of this (entry, KV head); paged: each row is found through the block table.
+template <class Traits, bool kPaged>
+FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Element* sV, const AttentionParams& p,
+                             const typename Traits::Element* k_rows, const typename Traits::Element* v_rows, int b,
+                             int head_kv, int64_t k_start, int seqlen_k, int n_block) {
+  using Element = typename Traits::Element;
+  const int n0 = n_block * Traits::kBlockN;
+  auto copy = [&](Element* dst_tile, int dst_stride, const Element* rows, int64_t batch_stride, int64_t seq_stride,
+                  int64_t head_stride, const void* pool, int head_dim) {
+    const int chunks_per_row = head_dim / 8;
+    for (int c = threadIdx.x; c < Traits::kBlockN * chunks_per_row; c += Traits::kThreads) {
+      const int row = c / chunks_per_row, col = (c % chunks_per_row) * 8;
+      const int key = n0 + row;
+      const bool valid = key < seqlen_k;
+      const Element* src = static_cast<const Element*>(pool);
+      if (valid) {
+        if constexpr (kPaged) {
+          src += attn::kv_row_offset(p, batch_stride, seq_stride, head_stride, b, k_start + key, head_kv) + col;
+        } else {
+          src = rows + int64_t(key) * seq_stride + col;
+        }
+      }
+      ptx::cp_async_16(ptx::smem_address(dst_tile + row * dst_stride + col), src, valid);
+    }
+  };
+  copy(sK, Traits::kKStride, k_rows, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, p.k, Traits::kHeadDimQK);
+  copy(sV, Traits::kVStride, v_rows, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, p.v, Traits::kHeadDimV);
+}
+
+// The score transform and mask of one warp's S fragment (16 keys from key0). Packed rows: a
+// thread's row (mt, half) is query token token[mt][half] of head slope[mt][half]'s ALiBi slope.
+template <bool kMasked, int kMTiles>
+FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][2][4], const int (&token)[kMTiles][2],
+                                         const float (&slope)[kMTiles][2], int key0, attn::ScoreTransform transform,
+                                         bool score_mod, int min_diag, int max_diag, int seqlen_k) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      transform.alibi_slope = slope[mt][half];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = key0 + nt * 8 + 2 * t + e;
+          float& v = s[mt][nt][2 * half + e];
+          if (score_mod) v = transform.apply(v, token[mt][half], key) * attn::kLog2e;
+          if constexpr (kMasked) {
+            if (!attn::VisibilityMask::in_band(token[mt][half], key, min_diag, max_diag, seqlen_k)) v = -INFINITY;
+          }
+        }
+    }
+}
+
+template <class Traits, bool kPaged>
+__global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const AttentionParams p, const DecodeSplits splits) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Element* sQ = reinterpret_cast<Element*>(smem_raw);
+  Element* sK = sQ + Traits::kKOffset;
+  Element* sV = sQ + Traits::kVOffset;
+
+  const int split = blockIdx.x % splits.count;
+  const int m_tile = blockIdx.x / splits.count;
+  const int head_kv = blockIdx.y;
+  const int b = blockIdx.z;
+  const int group = p.heads_q / p.heads_kv;
+  const attn::SequenceExtent seq = attn::sequence_extent(p, b);
+  const int rows_total = seq.seqlen_q * group;
+  const int m0 = m_tile * kBlockM;
+  if (m0 >= rows_total) return;  // varlen: this sequence has fewer query rows
+  const int rows_valid = min(kBlockM, rows_total - m0);
+  const int token_first = m0 / group;
+  const int token_last = (m0 + rows_valid - 1) / group;
+
+  // This split's KV blocks: an even share of the blocks any of the tile's rows sees.
+  const attn::VisibilityMask mask = attn::make_mask(p, seq.seqlen_q, seq.seqlen_k);
+  const int kv_first = mask.first_key(token_first);
+  const int kv_last = mask.last_key(token_last);
+  const int n_block_min = kv_first / kBlockN;
+  const int n_blocks = kv_last >= kv_first ? kv_last / kBlockN - n_block_min + 1 : 0;
+  const int per_split = (n_blocks + splits.count - 1) / splits.count;
+  const int n_lo = n_block_min + split * per_split;
+  const int n_hi = min(n_lo + per_split, n_block_min + n_blocks) - 1;
+
+  attn::ScoreTransform transform = attn::make_score_transform(p, b, 0, seq.seqlen_q, seq.seqlen_k);
+  transform.alibi_slope = 0.0f;  // per row below
+  const bool score_mod = transform.softcap > 0.0f || p.alibi_slopes != nullptr || !(transform.scale > 0.0f);
+  const float log2_multiplier = score_mod ? 1.0f : transform.scale * attn::kLog2e;
+
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5, lane = tid & 31;
+  // The packed rows this thread holds in the S / O fragments: rows mt * 16 + lane / 4 + 8 half.
+  int token[Traits::kMTiles][2];
+  float slope[Traits::kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < Traits::kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + mt * 16 + (lane >> 2) + 8 * half;
+      token[mt][half] = row / group;
+      const int head = head_kv * group + row % group;
+      slope[mt][half] = p.alibi_slopes != nullptr && row < rows_total
+                            ? p.alibi_slopes[int64_t(b) * p.alibi_batch_stride + head]
+                            : 0.0f;
+    }
+
+  const bool packed_q = p.is_varlen();
+  const Element* k_rows = nullptr;
+  const Element* v_rows = nullptr;
+  if constexpr (!kPaged) {
+    if (p.k != nullptr) {
+      k_rows = static_cast<const Element*>(p.k) +
+               attn::kv_row_offset(p, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, b, seq.k_start, head_kv);
+      v_rows = static_cast<const Element*>(p.v) +
+               attn::kv_row_offset(p, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, b, seq.k_start, head_kv);
+    }
+  }
+
+  float acc_o[Traits::kMTiles][Traits::kOutNTiles][4];
+  zero_accumulators(acc_o);
+  OnlineSoftmax<Traits::kMTiles, Traits::kScoreNTiles, Traits::kOutNTiles> softmax;
+  softmax.init();
+
+  if (n_lo <= n_hi) {
+    // Q: the packed rows (token, head) of this tile; rows past the tile's end are zero.
+    constexpr int kQChunks = Traits::kHeadDimQK / 8;
+    for (int c = tid; c < kBlockM * kQChunks; c += Traits::kThreads) {
+      const int r = c / kQChunks, col = (c % kQChunks) * 8;
+      const int row = m0 + r;
+      const bool valid = r < rows_valid;
+      const Element* src = static_cast<const Element*>(p.q);
+      if (valid) {
+        src += attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b,
+                                  seq.q_start + row / group, head_kv * group + row % group) + col;
+      }
+      ptx::cp_async_16(ptx::smem_address(sQ + r * Traits::kQStride + col), src, valid);
+    }
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (n_lo + s <= n_hi) {
+        load_kv_block<Traits, kPaged>(sK + s * Traits::kKStageElems, sV + s * Traits::kVStageElems, p, k_rows, v_rows,
+                                      b, head_kv, seq.k_start, seq.seqlen_k, n_lo + s);
+      }
+      ptx::cp_async_commit();  // one group per stage, empty or not, so the wait count below holds
+    }
+
+    const int min_diag = mask.min_diagonal();
+    const int max_diag = mask.max_diagonal();
+#pragma unroll 1
+    for (int n_block = n_lo, stage = 0; n_block <= n_hi; ++n_block, stage = stage + 1 == kStages ? 0 : stage + 1) {
+      ptx::cp_async_wait<kStages - 2>();
+      __syncthreads();  // block n_block visible to all; every warp is done with the previous stage
+      const int next = n_block + kStages - 1;
+      const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
+      if (next <= n_hi) {
+        load_kv_block<Traits, kPaged>(sK + next_stage * Traits::kKStageElems, sV + next_stage * Traits::kVStageElems,
+                                      p, k_rows, v_rows, b, head_kv, seq.k_start, seq.seqlen_k, next);
+      }
+      ptx::cp_async_commit();
+
+      const Element* sK_warp = sK + stage * Traits::kKStageElems + warp * Traits::kWarpKeys * Traits::kKStride;
+      const Element* sV_warp = sV + stage * Traits::kVStageElems + warp * Traits::kWarpKeys * Traits::kVStride;
+      float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
+      gemm_qk<typename Traits::WarpGemm>(acc_s, sQ, sK_warp, 0, lane);
+      const int key0 = n_block * kBlockN + warp * Traits::kWarpKeys;
+      if (mask.tile_fully_visible(token_first, token_last, key0, key0 + Traits::kWarpKeys - 1)) {
+        decode_transform_and_mask<false>(acc_s, token, slope, key0, transform, score_mod, min_diag, max_diag,
+                                         seq.seqlen_k);
+      } else {
+        decode_transform_and_mask<true>(acc_s, token, slope, key0, transform, score_mod, min_diag, max_diag,
+                                        seq.seqlen_k);
+      }
+      softmax.update(acc_s, acc_o, log2_multiplier);
+      gemm_pv<typename Traits::WarpGemm>(acc_o, acc_s, sV_warp, lane);
+    }
+  }
+  ptx::cp_async_wait<0>();
+  __syncthreads();  // the ring is free: it becomes the merge area
+
+  // Each warp's unnormalized O and (max, sum) per row -> shared memory.
+  float* merge_o = reinterpret_cast<float*>(smem_raw);  // [warp][row][kMergeStride]
+  float2* merge_stats = reinterpret_cast<float2*>(merge_o + Traits::kWarps * kBlockM * Traits::kMergeStride);
+  {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < Traits::kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = mt * 16 + g + 8 * half;
+        const float sum = attn::quad_sum(softmax.row[mt][half].sum);
+        if (t == 0) merge_stats[warp * kBlockM + row] = make_float2(softmax.row[mt][half].max_log2, sum);
+        float* o_row = merge_o + (warp * kBlockM + row) * Traits::kMergeStride + 2 * t;
+#pragma unroll
+        for (int d = 0; d < Traits::kOutNTiles; ++d) {
+          *reinterpret_cast<float2*>(o_row + 8 * d) = make_float2(acc_o[mt][d][2 * half], acc_o[mt][d][2 * half + 1]);
+        }
+      }
+  }
+  __syncthreads();
+
+  // One thread per (row, 4 columns): merge the warps, normalize, write o (or this split's partial).
+  constexpr int kColChunks = Traits::kHeadDimV / 4;
+  for (int item = tid; item < kBlockM * kColChunks; item += Traits::kThreads) {
+    const int r = item / kColChunks, col = (item % kColChunks) * 4;
+    if (r >= rows_valid) continue;
+    attn::SoftmaxState state;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < Traits::kWarps; ++w) {
+      const float2 st = merge_stats[w * kBlockM + r];
+      float own = 1.0f, other = 1.0f;
+      state.merge(attn::SoftmaxState{st.x, st.y}, own, other);
+      const float4 ow = *reinterpret_cast<const float4*>(merge_o + (w * kBlockM + r) * Traits::kMergeStride + col);
+      o.x = o.x * own + ow.x * other;
+      o.y = o.y * own + ow.y * other;
+      o.z = o.z * own + ow.z * other;
+      o.w = o.w * own + ow.w * other;
+    }
+    const float inv_sum = state.inv_sum();
+    o.x *= inv_sum, o.y *= inv_sum, o.z *= inv_sum, o.w *= inv_sum;
+    const int row = m0 + r;
+    const int i = row / group, head = head_kv * group + row % group;
+    if (splits.count == 1) {
+      Element* dst = static_cast<Element*>(p.o) +
+                     attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i,
+                                        head) + col;
+      uint2 packed;
+      packed.x = ptx::pack2(o.x, o.y, Element{});
+      packed.y = ptx::pack2(o.z, o.w, Element{});
+      *reinterpret_cast<uint2*>(dst) = packed;
+      if (p.lse != nullptr && col == 0) {
+        p.lse[attn::token_offset(packed_q, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start + i, head)] =
+            state.lse();
+      }
+    } else {
+      const int64_t prow = splits.row(p, split, head, b, seq.q_start, i);
+      *reinterpret_cast<float4*>(splits.o_partial + prow * Traits::kHeadDimV + col) = o;
+      if (col == 0) splits.lse_partial[prow] = state.lse();
+    }
+  }
+}
+
+// Rows per combine CTA: one warp per row.
+inline constexpr int kCombineWarps = 4;
+
+// o = sum_s exp(lse_s - lse) o_s, lse = log sum_s exp(lse_s) over the splits of one row (splits
+// that saw no key have lse_s = -inf and weight 0; a row no split saw gets o = 0, lse = -inf). One
+// warp per (token, query head); lanes cover the head dim in float4 chunks.
+template <typename Element, int kHeadDimV>
+__global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const AttentionParams p,
+                                                                           const DecodeSplits splits) {
+  const int head = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kCombineWarps + (threadIdx.x >> 5);
+  const attn::SequenceExtent seq = attn::sequence_extent(p, b);
+  if (i >= seq.seqlen_q) return;
+  const int64_t row0 = splits.row(p, 0, head, b, seq.q_start, i);
+  const int64_t split_step = int64_t(p.heads_q) * splits.token_rows;
+
+  float max_lse = -INFINITY;
+  for (int s = lane; s < splits.count; s += 32) max_lse = fmaxf(max_lse, splits.lse_partial[row0 + s * split_step]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, off));
+  // -inf: no split saw a key (the shift keeps exp finite: every weight is then 0).
+  const float shift = max_lse == -INFINITY ? 0.0f : max_lse;
+  float sum = 0.0f;
+  for (int s = lane; s < splits.count; s += 32) sum += expf(splits.lse_partial[row0 + s * split_step] - shift);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float lse = sum > 0.0f ? shift + logf(sum) : (sum == 0.0f ? -INFINITY : sum);  // NaN stays NaN
+
+  const bool packed_q = p.is_varlen();
+  Element* o_row = static_cast<Element*>(p.o) +
+                   attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i, head);
+  for (int col = lane * 4; col < kHeadDimV; col += 128) {
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits.count; ++s) {
+      const int64_t prow = row0 + s * split_step;
+      const float lse_s = splits.lse_partial[prow];
+      if (lse_s == -INFINITY) continue;  // an empty split; its partial O is 0
+      const float w = expf(lse_s - lse);
+      const float4 os = *reinterpret_cast<const float4*>(splits.o_partial + prow * kHeadDimV + col);
+      o.x = fmaf(w, os.x, o.x), o.y = fmaf(w, os.y, o.y), o.z = fmaf(w, os.z, o.z), o.w = fmaf(w, os.w, o.w);
+    }
+    uint2 packed;
+    packed.x = ptx::pack2(o.x, o.y, Element{});
+    packed.y = ptx::pack2(o.z, o.w, Element{});
+    *reinterpret_cast<uint2*>(o_row + col) = packed;
+  }
+  if (p.lse != nullptr && lane == 0) {
+    p.lse[attn::token_offset(packed_q, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start + i, head)] = lse;
+  }
+}
+
+// The split kernel of one instantiation, configured (its shared-memory size set) once per device,
+// and the CTAs of it one SM holds: a decode step is a few microseconds of GPU time, so the per-call
+// host work (attribute set, occupancy query) is done once and kept.
+template <class Traits, bool kPaged>
+struct DecodeSplitKernel {
+  static constexpr int kMaxDevices = 64;
+  static Status get(int device, void (**kernel)(AttentionParams, DecodeSplits), int* ctas_per_sm) {
+    static std::atomic<int> cached_ctas[kMaxDevices] = {};  // 0: not configured yet
+    *kernel = &decode_split_kernel<Traits, kPaged>;
+    if (device >= 0 && device < kMaxDevices) {
+      *ctas_per_sm = cached_ctas[device].load(std::memory_order_acquire);
+      if (*ctas_per_sm > 0) return Status::Ok();
+    }
+    FC_CUDA_RETURN(cudaFuncSetAttribute(*kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+    int ctas = 0;
+    FC_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, *kernel, Traits::kThreads, Traits::kSmemBytes));
+    *ctas_per_sm = ctas > 0 ? ctas : 1;
+    if (device >= 0 && device < kMaxDevices) cached_ctas[device].store(*ctas_per_sm, std::memory_order_release);
+    return Status::Ok();
+  }
+};
+
+// Plans (plan.hpp) and runs one call: the split kernel, then the combine when it is split. The
+// partials' workspace comes from the stream-ordered pool and is freed on the stream after the
+// combine (graph capture allowed).
+template <int kHeadDimQK, int kHeadDimV, typename Element>
+Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
+  using Traits = DecodeTraits<kHeadDimQK, kHeadDimV, Element>;
+  void (*kernel)(AttentionParams, DecodeSplits) = nullptr;
+  int ctas_per_sm = 0;
+  if (p.is_paged()) {
+    FC_RETURN_IF_ERROR((DecodeSplitKernel<Traits, true>::get(device, &kernel, &ctas_per_sm)));
+  } else {
+    FC_RETURN_IF_ERROR((DecodeSplitKernel<Traits, false>::get(device, &kernel, &ctas_per_sm)));
+  }
+  const DecodePlan plan = plan_decode(p, Traits::kBlockM, Traits::kBlockN, sm_count * ctas_per_sm);
+  DecodeSplits splits;
+  splits.count = plan.num_splits;
+  splits.token_rows = plan.token_rows;
+  void* workspace = nullptr;
+  if (plan.num_splits > 1) {
+    FC_CUDA_RETURN(cudaMallocAsync(&workspace, plan.workspace_bytes, stream));
+    splits.o_partial = static_cast<float*>(workspace);
+    splits.lse_partial = splits.o_partial + size_t(plan.num_splits) * p.heads_q * plan.token_rows * kHeadDimV;
+  }
+  const dim3 grid(unsigned(plan.row_tiles) * unsigned(plan.num_splits), p.heads_kv, p.batch);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, splits);
+  Status status = Status::Ok();
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    status = Status::CudaError(std::string("decode_split_kernel launch: ") + cudaGetErrorString(e));
+  }
+  if (status.ok() && plan.num_splits > 1) {
+    const dim3 combine_grid((p.seqlen_q + kCombineWarps - 1) / kCombineWarps, p.heads_q, p.batch);
+    decode_combine_kernel<Element, kHeadDimV><<<combine_grid, 32 * kCombineWarps, 0, stream>>>(p, splits);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
+    }
+  }
+  if (workspace != nullptr) {
+    const cudaError_t freed = cudaFreeAsync(workspace, stream);
+    if (status.ok() && freed != cudaSuccess) status = Status::CudaError(std::string("cudaFreeAsync: ") + cudaGetErrorString(freed));
+  }
+  return status;
+}
+
+}  // namespace flashcore::sm80
+
+// One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
+#define FLASHCORE_SM80_DECODE_INSTANTIATE(DQK, DV, ELEMENT)              \
+  template flashcore::Status flashcore::sm80::launch_decode<DQK, DV, ELEMENT>( \
+      const flashcore::AttentionParams&, int, int, cudaStream_t);

@@ -1,0 +1,218 @@
+// The decode (split-KV) path against the fp64 CPU reference (tests/common/gpu_check): one and four
+// query tokens over dense, paged (page sizes 1..256, shuffled pools), batch-indexed and left-padded
+// caches, GQA 1/4/8, every mask and score mode, split counts forced from 1 to many and chosen by the
+// plan, varlen prefill over a paged cache. Cache slots that hold no key are NaN (make_problem), so a
+// read outside the keys fails; outputs are NaN-poisoned and must be overwritten everywhere.
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "api/paths.hpp"
+#include "common/gpu.hpp"
+#include "common/gpu_check.hpp"
+#include "flashcore/flashcore.hpp"
+
+namespace flashcore {
+namespace {
+
+using testing::AlibiLayout;
+using testing::TestCase;
+
+struct Variant {
+  int d;
+  DType dtype;
+};
+std::vector<Variant> all_variants() {
+  std::vector<Variant> out;
+  for (int d : {64, 96, 128, 256})
+    for (DType dt : {DType::kFloat16, DType::kBFloat16}) out.push_back({d, dt});
+  return out;
+}
+std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
+  return "d" + std::to_string(info.param.d) + "_" + dtype_name(info.param.dtype);
+}
+
+// Empty when this build and device run the variant on the decode path, otherwise why not.
+std::string variant_unavailable(const Variant& v) {
+  AttentionParams p;
+  p.head_dim_qk = p.head_dim_v = v.d;
+  p.dtype = v.dtype;
+  p.batch = p.heads_q = p.heads_kv = p.seqlen_q = 1;
+  detail::DeviceInfo info;
+  info.has_device = true;
+  const int cc = testing::gpu_compute_capability();
+  info.cc_major = cc / 10;
+  info.cc_minor = cc % 10;
+  int dev = 0, optin = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  info.max_smem_per_block_optin = size_t(optin);
+  return detail::decode_path().supports(p, info);
+}
+
+#define FC_REQUIRE_DECODE_VARIANT(v)                 \
+  do {                                               \
+    FC_REQUIRE_SM(80);                               \
+    const std::string why_ = variant_unavailable(v); \
+    if (!why_.empty()) GTEST_SKIP() << why_;         \
+  } while (0)
+
+TestCase decode_case(const Variant& v, uint64_t seed) {
+  TestCase c;
+  c.head_dim_qk = c.head_dim_v = v.d;
+  c.dtype = v.dtype;
+  c.seed = seed;
+  return c;
+}
+
+void expect_decode_matches(const TestCase& c) { FC_EXPECT_PATH_MATCHES_REFERENCE(c, KernelPath::kDecode); }
+
+class DecodeSweep : public ::testing::TestWithParam<Variant> {};
+
+// One and four query tokens, GQA 8 / 4 / 1, dense cache, every mask and score mode, lengths that are
+// not block multiples, and the split count forced to 1, 3 and 64 or chosen by the plan.
+TEST_P(DecodeSweep, DenseCacheMatchesFp64Reference) {
+  const Variant v = GetParam();
+  FC_REQUIRE_DECODE_VARIANT(v);
+  std::mt19937 rng(uint32_t(v.d * 131 + int(v.dtype)));
+  int index = 0;
+  for (int seqlen_q : {1, 4}) {
+    for (int mode = 0; mode < 6; ++mode, ++index) {
+      TestCase c = decode_case(v, 300u + uint64_t(index));
+      c.batch = 2;
+      c.seqlen_q = seqlen_q;
+      c.seqlen_k = std::vector<int>{1, 63, 1000, 4099, 257, 2048}[size_t(index % 6)];
+      c.heads_kv = 2;
+      c.heads_q = c.heads_kv * std::vector<int>{8, 4, 1}[size_t(index % 3)];
+      c.num_splits = std::vector<int>{0, 1, 3, 64}[size_t(index % 4)];
+      c.input_scale = index % 2 == 0 ? 1.0f : 10.0f;
+      if (mode == 1) c.causal = true;
+      if (mode == 2) c.window_left = int(rng() % 300), c.window_right = 0;
+      if (mode == 3) c.softcap = 2.5f;
+      if (mode == 4) c.alibi = AlibiLayout::kPerBatchHead;
+      if (mode == 5) c.causal = true, c.align = MaskAlign::kTopLeft;
+      expect_decode_matches(c);
+    }
+  }
+}
+
+// Paged caches (page sizes 1, 16, 64, 256 and an odd 48) with per-entry lengths (seqused_k = the
+// cache lengths), GQA 8, one and four tokens, causal, forced and planned splits.
+TEST_P(DecodeSweep, PagedCacheMatchesFp64Reference) {
+  const Variant v = GetParam();
+  FC_REQUIRE_DECODE_VARIANT(v);
+  int index = 0;
+  for (int page_size : {1, 16, 48, 64, 256}) {
+    for (int seqlen_q : {1, 4}) {
+      TestCase c = decode_case(v, 500u + uint64_t(index));
+      c.batch = 3;
+      c.seqlen_q = seqlen_q;
+      c.seqlen_k = page_size == 1 ? 300 : 1500;
+      c.seqused_k = {c.seqlen_k, 1, c.seqlen_k / 2 + 3};
+      c.heads_kv = 2;
+      c.heads_q = 16;
+      c.page_size = page_size;
+      c.causal = index % 2 == 0;
+      c.num_splits = std::vector<int>{0, 1, 5}[size_t(index % 3)];
+      expect_decode_matches(c);
+      ++index;
+    }
+  }
+}
+
+// A dense cache read through a batch index, left padding (alone and with a paged cache), ALiBi and
+// windows counted from the padded start.
+TEST_P(DecodeSweep, BatchIndexAndLeftPaddingMatchFp64Reference) {
+  const Variant v = GetParam();
+  FC_REQUIRE_DECODE_VARIANT(v);
+  for (int variant = 0; variant < 4; ++variant) {
+    TestCase c = decode_case(v, 700u + uint64_t(variant));
+    c.batch = 3;
+    c.seqlen_q = variant == 3 ? 4 : 1;
+    c.seqlen_k = 777;
+    c.heads_kv = 1;
+    c.heads_q = 8;
+    c.seqused_k = {777, 500, 20};
+    if (variant == 0) c.kv_batch_index = true;
+    if (variant >= 1) c.leftpad_k = {0, 123, 19};
+    if (variant == 1) c.kv_batch_index = true, c.alibi = AlibiLayout::kPerHead;
+    if (variant == 2) c.page_size = 16, c.causal = true, c.window_left = 100;
+    if (variant == 3) c.page_size = 64, c.causal = true, c.num_splits = 4;
+    expect_decode_matches(c);
+  }
+}
+
+// Prefill over a paged cache: varlen queries (one sequence empty) against paged keys, causal.
+TEST_P(DecodeSweep, VarlenPrefillOverPagedCacheMatchesFp64Reference) {
+  const Variant v = GetParam();
+  FC_REQUIRE_DECODE_VARIANT(v);
+  for (int page_size : {16, 256}) {
+    TestCase c = decode_case(v, 900u + uint64_t(page_size));
+    c.heads_kv = 2;
+    c.heads_q = 4;
+    c.varlen_q = {1, 130, 0, 37};
+    c.varlen_k = {63, 400, 5, 37};
+    c.batch = 4;
+    c.page_size = page_size;
+    c.causal = true;
+    expect_decode_matches(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllHeadDims, DecodeSweep, ::testing::ValuesIn(all_variants()), variant_name);
+
+// Automatic dispatch: a decode-shaped call and any paged call go to the decode path; a prefill-shaped
+// dense call does not.
+TEST(DecodeDispatch, AutoPicksDecodeForDecodeShapesAndPagedCalls) {
+  FC_REQUIRE_SM(80);
+  const Variant v{128, DType::kBFloat16};
+  if (!variant_unavailable(v).empty()) GTEST_SKIP() << variant_unavailable(v);
+  for (int variant = 0; variant < 3; ++variant) {
+    TestCase c = decode_case(v, 11u);
+    c.batch = 2;
+    c.heads_q = 8;
+    c.heads_kv = 1;
+    c.seqlen_q = variant == 1 ? 512 : 1;
+    c.seqlen_k = 600;
+    if (variant == 2) c.seqlen_q = 512, c.page_size = 64;
+    testing::HostProblem host = testing::make_problem(c);
+    testing::DeviceProblem device(host);
+    KernelPath chosen = KernelPath::kAuto;
+    ASSERT_TRUE(select_path(device.params, &chosen).ok());
+    if (variant == 1) {
+      EXPECT_NE(chosen, KernelPath::kDecode) << c.describe();
+    } else {
+      EXPECT_EQ(chosen, KernelPath::kDecode) << c.describe();
+    }
+  }
+}
+
+// 32k-token caches (too long for the CPU reference), GQA 8, against the naive GPU reference, with
+// the plan's split count and a forced large one. Bound: a few units of the dtype's rounding.
+TEST(DecodeLargeShapes, MatchNaiveGpuReference) {
+  FC_REQUIRE_SM(80);
+  for (Variant v : {Variant{128, DType::kBFloat16}, Variant{64, DType::kFloat16}}) {
+    if (!variant_unavailable(v).empty()) continue;
+    for (int splits : {0, 100}) {
+      TestCase c = decode_case(v, 32768u + uint64_t(splits));
+      c.batch = 1;
+      c.heads_q = 16;
+      c.heads_kv = 2;
+      c.seqlen_q = 1;
+      c.seqlen_k = 32771;
+      c.num_splits = splits;
+      const testing::PathComparison cmp = testing::compare_paths(c, KernelPath::kDecode);
+      const double bound = v.dtype == DType::kFloat16 ? 8.0 / 2048 : 8.0 / 256;
+      EXPECT_TRUE(cmp.status.ok() && cmp.reference_status.ok() && cmp.unwritten_o == 0 &&
+                  cmp.error.finite_ok() && cmp.error.rel_fro <= bound)
+          << c.describe() << "\n" << cmp.describe();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashcore
