@@ -4,13 +4,15 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
-#                           [--python | --python-only] [--compare quick|standard|backward] [--softmax]
+#                           [--python | --python-only] [--compare quick|standard|backward|decode]
+#                           [--softmax]
 #                           [--no-pytest] [--reuse-install]
 #
 # --python installs the Python package (pip, pruned to 90a), runs its pytest suite, and with
 # --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention);
 # --compare backward runs its backward suite (sm80 backward, default and deterministic, vs SDPA's
-# FlashAttention-2 and cuDNN backward).
+# FlashAttention-2 and cuDNN backward); --compare decode runs tools/bench/decode_compare.py (the
+# decode suite: flashcore's KV-cache call, dense and paged, vs SDPA's cuDNN backend, in CUDA graphs).
 #
 # --no-pytest skips the Python tests; --reuse-install skips `pip install` when flashcore already
 # imports (a warm machine from the previous call of the same commit), to fit the comparison in one call.
@@ -147,13 +149,15 @@ if [ $PYTHON = 1 ]; then
       t6=$(date +%s)
       # report.json is rewritten after every row, so a run cut by the time limit keeps its rows.
       flag=""; limit=450; [ "$COMPARE" = quick ] && { flag="--quick"; limit=240; }
+      script=tools/bench/compare.py
+      [ "$COMPARE" = decode ] && { script=tools/bench/decode_compare.py; flag="${DECODE_ARGS:-}"; }
       [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd --impls flashcore-sm80,flashcore-sm80-det,sdpa-flash,sdpa-cudnn"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
       # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".
-      timeout $limit python3 tools/bench/compare.py $flag ${COMPARE_ARGS:-} --out "$OUT/report" > "$OUT/compare.log" 2>&1
+      timeout $limit python3 $script $flag ${COMPARE_ARGS:-} --out "$OUT/report" > "$OUT/compare.log" 2>&1
       add compare "rc=$? ($(( $(date +%s) - t6 )) s)"
-      if [ ! -f "$OUT/report/report.md" ] && [ -f "$OUT/report/report.json" ]; then  # cut short: render what ran
+      if [ "$COMPARE" != decode ] && [ ! -f "$OUT/report/report.md" ] && [ -f "$OUT/report/report.json" ]; then  # cut short: render what ran
         python3 - "$OUT/report" <<'PY' >> "$OUT/compare.log" 2>&1
 import json, sys
 sys.path.insert(0, "tools/bench")

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 _TORCH_API = (
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
     "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "attention", "path_support",
-    "softmax",
+    "softmax", "merge_attention_states", "flash_attn_with_kvcache",
 )
 
 try:
@@ -34,6 +34,8 @@ if _torch is not None:
     from .interface import (attention, flash_attn_func, flash_attn_kvpacked_func,  # noqa: F401
                             flash_attn_qkvpacked_func, flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
                             flash_attn_varlen_qkvpacked_func, path_support, softmax)
+    from .kvcache import flash_attn_with_kvcache  # noqa: F401
+    from .merge import merge_attention_states  # noqa: F401
 else:
     def __getattr__(name):
         if name in _TORCH_API:

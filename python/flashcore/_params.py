@@ -25,6 +25,7 @@ PATHS = {
     "sm80": int(_C.KernelPath.SM80),
     "naive": int(_C.KernelPath.NAIVE_GPU),
     "cpu": int(_C.KernelPath.CPU_REFERENCE),
+    "decode": int(_C.KernelPath.DECODE),
 }
 PATH_NAMES = {value: name for name, value in PATHS.items()}
 
@@ -77,14 +78,12 @@ def window_bounds(window_size: Sequence[int]) -> Tuple[int, int]:
     return left, right
 
 
-def reject_unsupported(dropout_p: float = 0.0, block_table=None) -> None:
+def reject_unsupported(dropout_p: float = 0.0) -> None:
     """flash-attn arguments that flashcore does not implement: refused, never ignored."""
     if dropout_p != 0.0:
         raise _C.UnsupportedError(
             f"dropout_p: flashcore computes attention without dropout (forward for inference); got {dropout_p}, "
             "pass dropout_p=0.0")
-    if block_table is not None:
-        raise _C.UnsupportedError("block_table: paged KV caches are not supported by flashcore yet; pass block_table=None")
 
 
 def _expect_ndim(desc: ArrayDesc, ndim: int, layout: str) -> None:

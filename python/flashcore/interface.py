@@ -8,7 +8,9 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
     and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
   * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log; +inf for a row that sees
     no key, as flash-attn returns it (flashcore's native API and the C++ API use -inf there).
-Refused with a clear error, never ignored: dropout_p > 0, block_table (paged KV).
+Refused with a clear error, never ignored: dropout_p > 0. block_table (paged K/V, k/v then
+[num_blocks, page_block_size, nheads_k, headdim]) runs the varlen forward over a paged cache
+(flashcore.kvcache; inference only, no autograd).
 `deterministic` reaches the backward: the sm80 backward kernel adds dQ with fp32 atomics in any order
 unless deterministic=True, which fixes that order (bitwise-repeatable gradients); the naive GPU and
 CPU backward are always deterministic, and so is the forward. `attention` takes it as a keyword-only
@@ -27,7 +29,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from . import _C, ops
+from . import _C, kvcache, ops
 from ._params import (PATH_NAMES, ArrayDesc, build_params, mask_align_code, output_shapes, path_code,
                       reject_unsupported, window_bounds)
 
@@ -89,7 +91,14 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            *, seqused_k: Optional[Tensor] = None, _path: str = "auto"):
     """q (total_q, nheads, headdim), k/v (total_k, nheads_k, headdim[_v]), cu_seqlens int32 [batch + 1].
     seqused_k (int32 [batch], optional): only the first seqused_k[b] keys of sequence b are used."""
-    reject_unsupported(dropout_p, block_table)
+    reject_unsupported(dropout_p)
+    if block_table is not None:  # prefill over a paged cache (inference: no autograd)
+        window_left, window_right = window_bounds(window_size)
+        out, lse = kvcache.fwd_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes,
+                                     int(max_seqlen_q), int(max_seqlen_k),
+                                     0.0 if softmax_scale is None else float(softmax_scale), bool(causal),
+                                     window_left, 0 if causal else window_right, float(softcap), path_code(_path))
+        return _result(out, lse, return_attn_probs)
     out, lse = _run(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                     causal=causal, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,

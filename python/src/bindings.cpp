@@ -277,7 +277,8 @@ PYBIND11_MODULE(_C, m) {
       .value("SM90", KernelPath::kSm90)
       .value("SM80", KernelPath::kSm80)
       .value("NAIVE_GPU", KernelPath::kNaiveGpu)
-      .value("CPU_REFERENCE", KernelPath::kCpuReference);
+      .value("CPU_REFERENCE", KernelPath::kCpuReference)
+      .value("DECODE", KernelPath::kDecode);
   m.attr("WINDOW_INFINITE") = flashcore::kWindowInfinite;
 
   py::class_<flashcore::ForwardOverrides>(m, "ForwardOverrides",
@@ -315,6 +316,9 @@ PYBIND11_MODULE(_C, m) {
   def_pointer(params, "cu_seqlens_q", &AttentionParams::cu_seqlens_q);
   def_pointer(params, "cu_seqlens_k", &AttentionParams::cu_seqlens_k);
   def_pointer(params, "seqused_k", &AttentionParams::seqused_k);
+  def_pointer(params, "block_table", &AttentionParams::block_table);
+  def_pointer(params, "kv_batch_idx", &AttentionParams::kv_batch_idx);
+  def_pointer(params, "leftpad_k", &AttentionParams::leftpad_k);
 #define FC_FIELD(name) params.def_readwrite(#name, &AttentionParams::name)
   FC_FIELD(q_batch_stride); FC_FIELD(q_seq_stride); FC_FIELD(q_head_stride);
   FC_FIELD(k_batch_stride); FC_FIELD(k_seq_stride); FC_FIELD(k_head_stride);
@@ -326,6 +330,8 @@ PYBIND11_MODULE(_C, m) {
   FC_FIELD(softmax_scale); FC_FIELD(softcap); FC_FIELD(alibi_batch_stride);
   FC_FIELD(causal); FC_FIELD(mask_align); FC_FIELD(window_left); FC_FIELD(window_right);
   FC_FIELD(total_q); FC_FIELD(total_k); FC_FIELD(check_device_metadata); FC_FIELD(path); FC_FIELD(num_splits);
+  FC_FIELD(block_table_batch_stride); FC_FIELD(pages_per_seq); FC_FIELD(page_size); FC_FIELD(num_pages);
+  FC_FIELD(kv_batch);
 #undef FC_FIELD
   params.def("is_varlen", &AttentionParams::is_varlen);
   params.def("effective_scale", &AttentionParams::effective_scale);
@@ -364,6 +370,90 @@ PYBIND11_MODULE(_C, m) {
       py::arg("stream") = 0,
       "flashcore::attention_backward: `forward` as the forward ran (its o and lse are read); each gradient is "
       "(address, batch stride, seq stride, head stride) in elements.");
+  // forward_kvcache: flashcore::attention_with_kvcache. `attention` describes the attention over the
+  // cache (k, v = the caches); k_new / v_new are (address, batch, seq, head strides) in elements
+  // (address 0: no append); rotary_cos / rotary_sin addresses (0: no rotary).
+  m.def(
+      "forward_kvcache",
+      [](const AttentionParams& attention, uintptr_t cache_seqlens, const std::vector<int64_t>& k_new,
+         const std::vector<int64_t>& v_new, int seqlen_new, uintptr_t rotary_cos, uintptr_t rotary_sin, int rotary_dim,
+         int rotary_len, bool rotary_interleaved, uintptr_t stream) {
+        if (k_new.size() != 4 || v_new.size() != 4) {
+          throw py::value_error("forward_kvcache: k_new and v_new are (address, batch, seq, head strides)");
+        }
+        flashcore::KvCacheParams kp;
+        kp.attention = attention;
+        kp.attention.overrides = nullptr;
+        kp.cache_seqlens = reinterpret_cast<const int32_t*>(cache_seqlens);
+        kp.k_new = reinterpret_cast<const void*>(uintptr_t(k_new[0]));
+        kp.k_new_batch_stride = k_new[1], kp.k_new_seq_stride = k_new[2], kp.k_new_head_stride = k_new[3];
+        kp.v_new = reinterpret_cast<const void*>(uintptr_t(v_new[0]));
+        kp.v_new_batch_stride = v_new[1], kp.v_new_seq_stride = v_new[2], kp.v_new_head_stride = v_new[3];
+        kp.seqlen_new = seqlen_new;
+        kp.rotary_cos = reinterpret_cast<const void*>(rotary_cos);
+        kp.rotary_sin = reinterpret_cast<const void*>(rotary_sin);
+        kp.rotary_dim = rotary_dim;
+        kp.rotary_len = rotary_len;
+        kp.rotary_interleaved = rotary_interleaved;
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = flashcore::attention_with_kvcache(kp, reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!status.ok()) {
+          set_error(status);
+          throw py::error_already_set();
+        }
+      },
+      py::arg("attention"), py::arg("cache_seqlens"), py::arg("k_new"), py::arg("v_new"), py::arg("seqlen_new"),
+      py::arg("rotary_cos"), py::arg("rotary_sin"), py::arg("rotary_dim"), py::arg("rotary_len"),
+      py::arg("rotary_interleaved"), py::arg("stream") = 0,
+      "flashcore::attention_with_kvcache: append k_new / v_new to the cache in place (rotary optional), then "
+      "attend q over it.");
+  // merge_states: flashcore::merge_attention_states on raw addresses. Each o tensor is (address,
+  // batch stride, seq stride, head stride), each lse (address, batch stride, head stride), in
+  // elements; lse's address may be 0. dtype is a DType code (int). Host addresses run on the CPU.
+  m.def(
+      "merge_states",
+      [](const std::vector<int64_t>& o_a, const std::vector<int64_t>& lse_a, const std::vector<int64_t>& o_b,
+         const std::vector<int64_t>& lse_b, const std::vector<int64_t>& o, const std::vector<int64_t>& lse, int batch,
+         int seqlen, int heads, int head_dim, int dtype, uintptr_t stream) {
+        for (const auto* t : {&o_a, &o_b, &o}) {
+          if (t->size() != 4) throw py::value_error("merge_states: each o is (address, batch, seq, head strides)");
+        }
+        for (const auto* t : {&lse_a, &lse_b, &lse}) {
+          if (t->size() != 3) throw py::value_error("merge_states: each lse is (address, batch, head strides)");
+        }
+        flashcore::MergeStatesParams p;
+        p.o_a = reinterpret_cast<const void*>(uintptr_t(o_a[0]));
+        p.o_a_batch_stride = o_a[1], p.o_a_seq_stride = o_a[2], p.o_a_head_stride = o_a[3];
+        p.o_b = reinterpret_cast<const void*>(uintptr_t(o_b[0]));
+        p.o_b_batch_stride = o_b[1], p.o_b_seq_stride = o_b[2], p.o_b_head_stride = o_b[3];
+        p.o = reinterpret_cast<void*>(uintptr_t(o[0]));
+        p.o_batch_stride = o[1], p.o_seq_stride = o[2], p.o_head_stride = o[3];
+        p.lse_a = reinterpret_cast<const float*>(uintptr_t(lse_a[0]));
+        p.lse_a_batch_stride = lse_a[1], p.lse_a_head_stride = lse_a[2];
+        p.lse_b = reinterpret_cast<const float*>(uintptr_t(lse_b[0]));
+        p.lse_b_batch_stride = lse_b[1], p.lse_b_head_stride = lse_b[2];
+        p.lse = reinterpret_cast<float*>(uintptr_t(lse[0]));
+        p.lse_batch_stride = lse[1], p.lse_head_stride = lse[2];
+        p.batch = batch, p.seqlen = seqlen, p.heads = heads, p.head_dim = head_dim;
+        p.dtype = static_cast<DType>(dtype);
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = flashcore::merge_attention_states(p, reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!status.ok()) {
+          set_error(status);
+          throw py::error_already_set();
+        }
+      },
+      py::arg("o_a"), py::arg("lse_a"), py::arg("o_b"), py::arg("lse_b"), py::arg("o"), py::arg("lse"),
+      py::arg("batch"), py::arg("seqlen"), py::arg("heads"), py::arg("head_dim"), py::arg("dtype"),
+      py::arg("stream") = 0,
+      "flashcore::merge_attention_states: o = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b, "
+      "lse = log(exp(lse_a) + exp(lse_b)); o may be o_a and lse may be lse_a (in place).");
   m.def("set_dense_strides", &flashcore::set_dense_strides, py::arg("params"),
         "Fill the strides of a dense [B, S, H, D] problem and lse [B, Hq, Sq] (varlen: [Hq, total_q]).");
 

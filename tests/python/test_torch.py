@@ -549,9 +549,6 @@ def test_cpp_rule_violation_gives_the_same_message_as_the_cpp_api_on_host():
 @requires_cuda
 @pytest.mark.parametrize("call, error, message", [
     (lambda q, k, v: flashcore.flash_attn_func(q, k, v, dropout_p=0.1), flashcore.UnsupportedError, "dropout_p:"),
-    (lambda q, k, v: flashcore.flash_attn_varlen_func(q[0], k[0], v[0], *[torch.tensor([0, 8], device="cuda",
-                                                      dtype=torch.int32)] * 2, 8, 8, block_table=q),
-     flashcore.UnsupportedError, "block_table:"),
     (lambda q, k, v: flashcore.attention(q, k, v, attn_mask=torch.ones(8, 8, dtype=torch.bool, device="cuda")),
      flashcore.UnsupportedError, "attn_mask:"),
     (lambda q, k, v: flashcore.flash_attn_func(q.double(), k.double(), v.double()), ValueError,
