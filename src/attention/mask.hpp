@@ -115,26 +115,41 @@ FC_HOST_DEVICE int64_t token_offset(bool packed, int64_t batch_stride, int64_t s
   return (packed ? 0 : int64_t(b) * batch_stride) + token * seq_stride + int64_t(h) * head_stride;
 }
 
-// Element offset of key row `row` of batch entry b (rows as SequenceExtent::k_start counts them:
-// the packed token row in varlen, the row of the entry's cache otherwise) and KV head h in k or v
-// (their strides passed in). Paged: through the block table; batch-indexed: in cache row
-// kv_batch_idx[b]. Table and index entries are clamped into the pool, so a wrong entry can give
-// wrong keys but never an access outside k and v (validate() rejects them where it can read them).
-FC_HOST_DEVICE int64_t kv_row_offset(const AttentionParams& p, int64_t batch_stride, int64_t seq_stride,
-                                     int64_t head_stride, int b, int64_t row, int h) {
+// Where key row `row` of batch entry b lives (rows as SequenceExtent::k_start counts them: the
+// packed token row in varlen, the row of the entry's cache otherwise): `batch` is the index on k/v's
+// batch axis (the entry, its cache row kv_batch_idx[b], or its page) and `row` the row inside it.
+// Table and index entries are clamped into the pool, so a wrong entry can give wrong keys but never
+// an access outside k and v (validate() rejects them where it can read them). 32-bit division:
+// rows are below 2^31 (seqlen_k is an int).
+struct KvRowLocation {
+  int64_t batch;
+  int64_t row;
+};
+FC_HOST_DEVICE KvRowLocation kv_row_location(const AttentionParams& p, int b, int64_t row) {
   if (p.block_table != nullptr) {
-    int64_t slot = row / p.page_size;
+    const int r = int(row);
+    int slot = r / p.page_size;
+    const int in_page = r - slot * p.page_size;
     slot = slot < p.pages_per_seq ? slot : p.pages_per_seq - 1;
     int page = p.block_table[int64_t(b) * p.block_table_batch_stride + slot];
     page = page < 0 ? 0 : page >= p.num_pages ? p.num_pages - 1 : page;
-    return int64_t(page) * batch_stride + (row % p.page_size) * seq_stride + int64_t(h) * head_stride;
+    return {page, in_page};
   }
   int kv_b = b;
   if (p.kv_batch_idx != nullptr) {
     kv_b = p.kv_batch_idx[b];
     kv_b = kv_b < 0 ? 0 : kv_b >= p.kv_batch ? p.kv_batch - 1 : kv_b;
   }
-  return token_offset(p.cu_seqlens_k != nullptr, batch_stride, seq_stride, head_stride, kv_b, row, h);
+  return {kv_b, row};
+}
+
+// Element offset of that row's KV head h in k or v (their strides passed in). Varlen K/V without
+// pages has no batch axis.
+FC_HOST_DEVICE int64_t kv_row_offset(const AttentionParams& p, int64_t batch_stride, int64_t seq_stride,
+                                     int64_t head_stride, int b, int64_t row, int h) {
+  const KvRowLocation at = kv_row_location(p, b, row);
+  const bool packed = p.cu_seqlens_k != nullptr && p.block_table == nullptr;
+  return (packed ? 0 : at.batch * batch_stride) + at.row * seq_stride + int64_t(h) * head_stride;
 }
 
 // `rule` (its window bounds) applied to a sequence of the given lengths: the diagonal follows the

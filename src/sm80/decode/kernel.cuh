@@ -28,41 +28,84 @@
 
 namespace flashcore::sm80 {
 
-// Copies the K and V rows of KV block n_block (keys n_block * kBlockN + [0, kBlockN)) into one ring
-// stage; keys at or past seqlen_k are zero-filled and not read. Dense K/V: k_rows / v_rows point at
-// key 0 of this (entry, KV head); paged: each row is found through the block table.
-template <class Traits, bool kPaged>
-FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Element* sV, const AttentionParams& p,
-                             const typename Traits::Element* k_rows, const typename Traits::Element* v_rows, int b,
-                             int head_kv, int64_t k_start, int seqlen_k, int n_block) {
-  using Element = typename Traits::Element;
-  const int n0 = n_block * Traits::kBlockN;
-  auto copy = [&](Element* dst_tile, int dst_stride, const Element* rows, int64_t batch_stride, int64_t seq_stride,
-                  int64_t head_stride, const void* pool, int head_dim) {
-    const int chunks_per_row = head_dim / 8;
-    for (int c = threadIdx.x; c < Traits::kBlockN * chunks_per_row; c += Traits::kThreads) {
-      const int row = c / chunks_per_row, col = (c % chunks_per_row) * 8;
-      const int key = n0 + row;
-      const bool valid = key < seqlen_k;
-      const Element* src = static_cast<const Element*>(pool);
-      if (valid) {
-        if constexpr (kPaged) {
-          src += attn::kv_row_offset(p, batch_stride, seq_stride, head_stride, b, k_start + key, head_kv) + col;
-        } else {
-          src = rows + int64_t(key) * seq_stride + col;
-        }
-      }
-      ptx::cp_async_16(ptx::smem_address(dst_tile + row * dst_stride + col), src, valid);
-    }
-  };
-  copy(sK, Traits::kKStride, k_rows, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, p.k, Traits::kHeadDimQK);
-  copy(sV, Traits::kVStride, v_rows, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, p.v, Traits::kHeadDimV);
+// How a thread copies K/V blocks: the same 16-byte column of kRowsPerThread rows of K and of V per
+// block (rows row0 + r * kRowStep), so a row's place is found once for both.
+template <class Traits>
+struct KvCopyPattern {
+  static constexpr int kChunksPerRow = Traits::kHeadDimV / 8;
+  static constexpr int kThreadsPerRow = gcd_int(kChunksPerRow, Traits::kThreads);
+  static constexpr int kRowStep = Traits::kThreads / kThreadsPerRow;
+  static constexpr int kColIters = kChunksPerRow / kThreadsPerRow;
+  static constexpr int kRowsPerThread = Traits::kBlockN / kRowStep;
+  static_assert(Traits::kHeadDimQK == Traits::kHeadDimV, "K and V rows share the copy pattern");
+  static_assert(Traits::kBlockN % kRowStep == 0 && kChunksPerRow % kThreadsPerRow == 0, "whole rows per pass");
+  FC_DEVICE static int row0() { return int(threadIdx.x) / kThreadsPerRow; }
+  FC_DEVICE static int col() { return (int(threadIdx.x) % kThreadsPerRow) * 8; }
+};
+
+// A paged block's rows in shared memory, (page, row in page) per key, page -1 past the keys: thread
+// t < kBlockN looks up row t of the block through the block table (one table read per row, not one
+// per copying thread), one block ahead of the copy (see the mainloop), so the table read's latency
+// hides behind a block of compute. Two slots, by block parity.
+template <class Traits>
+FC_DEVICE void locate_paged_rows(int2* slot, const AttentionParams& p, int b, int64_t k_start, int seqlen_k,
+                                 int n_block) {
+  const int row = threadIdx.x;
+  if (row >= Traits::kBlockN) return;
+  const int key = n_block * Traits::kBlockN + row;
+  int2 at = make_int2(-1, 0);
+  if (key < seqlen_k) {
+    const attn::KvRowLocation loc = attn::kv_row_location(p, b, k_start + key);
+    at = make_int2(int(loc.batch), int(loc.row));
+  }
+  slot[row] = at;
 }
 
-// The score transform and mask of one warp's S fragment (16 keys from key0). Packed rows: a
+// Copies the K and V rows of KV block n_block (keys n_block * kBlockN + [0, kBlockN)) into one ring
+// stage; keys at or past seqlen_k are zero-filled and not read. Dense: k_rows / v_rows point at key
+// 0 of this (entry, KV head); paged: `rows` holds the block's located rows (locate_paged_rows).
+template <class Traits, bool kPaged>
+FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Element* sV, const AttentionParams& p,
+                             const typename Traits::Element* k_rows, const typename Traits::Element* v_rows,
+                             const int2* rows, int head_kv, int seqlen_k, int n_block) {
+  using Element = typename Traits::Element;
+  using Pattern = KvCopyPattern<Traits>;
+  const int row0 = Pattern::row0();
+  const int col = Pattern::col();
+#pragma unroll
+  for (int r = 0; r < Pattern::kRowsPerThread; ++r) {
+    const int row = row0 + r * Pattern::kRowStep;
+    const Element* k_src = static_cast<const Element*>(p.k);  // a real address for the zero-fill
+    const Element* v_src = static_cast<const Element*>(p.v);
+    bool valid;
+    if constexpr (kPaged) {
+      const int2 at = rows[row];
+      valid = at.x >= 0;
+      if (valid) {
+        k_src += int64_t(at.x) * p.k_batch_stride + int64_t(at.y) * p.k_seq_stride + int64_t(head_kv) * p.k_head_stride + col;
+        v_src += int64_t(at.x) * p.v_batch_stride + int64_t(at.y) * p.v_seq_stride + int64_t(head_kv) * p.v_head_stride + col;
+      }
+    } else {
+      const int key = n_block * Traits::kBlockN + row;
+      valid = key < seqlen_k;
+      if (valid) {
+        k_src = k_rows + int64_t(key) * p.k_seq_stride + col;
+        v_src = v_rows + int64_t(key) * p.v_seq_stride + col;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < Pattern::kColIters; ++c) {
+      const int offset = c * Pattern::kThreadsPerRow * 8;
+      ptx::cp_async_16(ptx::smem_address(sK + row * Traits::kKStride + col + offset), k_src + (valid ? offset : 0), valid);
+      ptx::cp_async_16(ptx::smem_address(sV + row * Traits::kVStride + col + offset), v_src + (valid ? offset : 0), valid);
+    }
+  }
+}
+
+// The score transform and mask of one warp's S fragment (kNTiles * 8 keys from key0). Packed rows: a
 // thread's row (mt, half) is query token token[mt][half] of head slope[mt][half]'s ALiBi slope.
-template <bool kMasked, int kMTiles>
-FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][2][4], const int (&token)[kMTiles][2],
+template <bool kMasked, int kMTiles, int kNTiles>
+FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const int (&token)[kMTiles][2],
                                          const float (&slope)[kMTiles][2], int key0, attn::ScoreTransform transform,
                                          bool score_mod, int min_diag, int max_diag, int seqlen_k) {
   const int t = threadIdx.x & 3;
@@ -72,7 +115,7 @@ FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][2][4], const int (&
     for (int half = 0; half < 2; ++half) {
       transform.alibi_slope = slope[mt][half];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = key0 + nt * 8 + 2 * t + e;
@@ -172,13 +215,25 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       }
       ptx::cp_async_16(ptx::smem_address(sQ + r * Traits::kQStride + col), src, valid);
     }
+    // Paged: the rows of block n sit in paged_rows[n & 1], looked up one iteration before its copy.
+    __shared__ int2 paged_rows[2][kPaged ? Traits::kBlockN : 1];
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (n_lo + s <= n_hi) {
+        if constexpr (kPaged) {
+          locate_paged_rows<Traits>(paged_rows[(n_lo + s) & 1], p, b, seq.k_start, seq.seqlen_k, n_lo + s);
+          __syncthreads();
+        }
         load_kv_block<Traits, kPaged>(sK + s * Traits::kKStageElems, sV + s * Traits::kVStageElems, p, k_rows, v_rows,
-                                      b, head_kv, seq.k_start, seq.seqlen_k, n_lo + s);
+                                      paged_rows[(n_lo + s) & 1], head_kv, seq.seqlen_k, n_lo + s);
       }
       ptx::cp_async_commit();  // one group per stage, empty or not, so the wait count below holds
+    }
+    if constexpr (kPaged) {
+      const int first_ahead = n_lo + kStages - 1;
+      if (first_ahead <= n_hi) {
+        locate_paged_rows<Traits>(paged_rows[first_ahead & 1], p, b, seq.k_start, seq.seqlen_k, first_ahead);
+      }
     }
 
     const int min_diag = mask.min_diagonal();
@@ -191,7 +246,13 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
       if (next <= n_hi) {
         load_kv_block<Traits, kPaged>(sK + next_stage * Traits::kKStageElems, sV + next_stage * Traits::kVStageElems,
-                                      p, k_rows, v_rows, b, head_kv, seq.k_start, seq.seqlen_k, next);
+                                      p, k_rows, v_rows, paged_rows[next & 1], head_kv, seq.seqlen_k, next);
+        if constexpr (kPaged) {
+          // Slot (next + 1) & 1 was last read in the previous iteration, before this one's barrier.
+          if (next + 1 <= n_hi) {
+            locate_paged_rows<Traits>(paged_rows[(next + 1) & 1], p, b, seq.k_start, seq.seqlen_k, next + 1);
+          }
+        }
       }
       ptx::cp_async_commit();
 

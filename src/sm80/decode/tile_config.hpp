@@ -4,7 +4,7 @@
 // query rows. So a CTA packs every query row that shares one KV head (seqlen_q x heads_q / heads_kv
 // rows, token-major: row r = token r / group, query head kv_head * group + r % group) into one tile
 // of kBlockM rows, streams K/V blocks of kBlockN keys through a kStages-deep cp.async ring, and
-// splits each block's keys across the warps (warp w owns keys [16 w, 16 w + 16) of every block, with
+// splits each block's keys across the warps (warp w owns keys [w, w + 1) x warp_keys of every block, with
 // its own online softmax and O accumulators); the warps' states are merged once at the end. Long
 // caches are cut into num_splits key ranges (one CTA each) merged by the combine kernel.
 //   Host code includes this header (no device code here) for shared-memory sizes in supports().
@@ -15,24 +15,39 @@
 namespace flashcore::sm80 {
 
 struct DecodeShape {
-  int m_tiles = 2;  // m16 tiles of packed query rows per CTA (kBlockM = 16 m_tiles)
-  int warps = 4;    // each owns 16 keys of a KV block: kBlockN = 16 warps
-  int stages = 3;   // K/V blocks in flight (the cp.async ring)
+  int m_tiles = 2;     // m16 tiles of packed query rows per CTA (kBlockM = 16 m_tiles)
+  int warps = 4;       // each owns warp_keys keys of a KV block: kBlockN = warp_keys * warps
+  int stages = 3;      // K/V blocks in flight (the cp.async ring)
+  int warp_keys = 16;  // a multiple of 16 (whole k16 steps of P V)
 };
 
-// Retune here. Rows per CTA: 32 covers one token of GQA 64/8 and 32/8 (8 and 4 rows) up to 4 tokens
-// of 32/8 (speculative decoding); more rows take more CTAs, each reading the K/V again. d256 keeps
-// one m tile (its 128 O accumulators per thread) and two stages (64 KB each).
+// Retune here (FLASHCORE_DECODE_TUNE="m_tiles, warps, stages, warp_keys" overrides the d <= 128 entry
+// in A/B builds). d <= 128: 16 packed rows (one token of GQA up to 16:1; more rows take more row
+// tiles, each reading the K/V again, mostly from L2 as they run together), 4 warps x 16 keys =
+// 64-key blocks, 3 stages: 109 KB at d128, so it fits the A100 (163 KB) and two CTAs share an H100 /
+// H200 SM. H200, bf16 d128 GQA 64/8, one token, CUDA graphs, GB/s of K/V read, B1 S8k / B1 S128k /
+// B8 S32k / B128 S32k / B8 S32k paged 16 / paged 256:
+//   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859   (the entry)
+//   {1, 8, 3, 16} 1700 / 3666 / 3880 / 4028 / 2958 / 4014   (209 KB: not on the A100)
+//   {1, 8, 2, 16} 1606 / 3538 / 3705 / 3764 / 2944 / 3525
+// and, before the paged rows were looked up one block ahead: {2, 4, 3, 16} 1296 / 3578 / 3932 /
+// 4127 (B8 paged: 2004); {2, 8, 2, 16} 1506 / 3505 / 3741 / 3881; {1, 4, 4, 16} 1610 / 3242 / 3404
+// / 3484; {2, 4, 2, 32} 1339 / 2487 / 2581 / 2765. Reading K/V as [B, H, S, D] instead of the flash
+// layout changed nothing (within 1.5%).
+// d256: one m tile (128 O accumulators per thread), 4 warps, two stages (64 KB each).
 constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
-  if (d <= 128) return {2, 4, 3};
-  return {1, 4, 2};
+#if defined(FLASHCORE_DECODE_TUNE)
+  if (d <= 128) return {FLASHCORE_DECODE_TUNE};
+#endif
+  if (d <= 128) return {1, 4, 3, 16};
+  return {1, 4, 2, 16};
 }
 
 constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes) {
   const DecodeShape s = decode_shape(head_dim_qk, head_dim_v);
   const int pad = smem_row_pad_qko(elem_bytes);
-  const int block_n = 16 * s.warps;
+  const int block_n = s.warp_keys * s.warps;
   const int q = 16 * s.m_tiles * (head_dim_qk + pad);
   const int kv_stage = block_n * (head_dim_qk + pad) + block_n * (head_dim_v + smem_row_pad_v(elem_bytes));
   const int ring = elem_bytes * (q + s.stages * kv_stage);
@@ -55,7 +70,7 @@ struct DecodeTraits {
   static constexpr int kStages = kShape.stages;
   static constexpr int kMTiles = kShape.m_tiles;
   static constexpr int kBlockM = 16 * kMTiles;
-  static constexpr int kWarpKeys = 16;
+  static constexpr int kWarpKeys = kShape.warp_keys;
   static constexpr int kBlockN = kWarpKeys * kWarps;
   static constexpr int kScoreNTiles = kWarpKeys / 8;
   static constexpr int kOutNTiles = kHeadDimV / 8;
