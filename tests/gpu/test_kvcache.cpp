@@ -45,6 +45,9 @@ class DeviceFixture {
     if (params.k_new != nullptr) params.k_new = upload(f.k_new), params.v_new = upload(f.v_new);
     if (params.rotary_cos != nullptr) params.rotary_cos = upload(f.cos), params.rotary_sin = upload(f.sin);
     k_bytes_ = f.k_store.size(), v_bytes_ = f.v_store.size(), o_bytes_ = f.o.size(), lse_count_ = f.lse.size();
+    // A pageable cudaMemcpy may return before its DMA lands, and the calls run on non-blocking
+    // streams, which do not wait for the legacy stream: finish the uploads first.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DeviceFixture() {
     for (void* p : allocations_) cudaFree(p);

@@ -232,6 +232,9 @@ Outputs run_on_device(const Case& c, const Layout& l, const Inputs& in, bool in_
   DeviceBuffer o(in.o_a.size()), lse(in.lse_a.size() * sizeof(float));
   EXPECT_EQ(cudaMemset(o.ptr, kPoison, o.bytes), cudaSuccess);
   EXPECT_EQ(cudaMemset(lse.ptr, kPoison, lse.bytes), cudaSuccess);
+  // cudaMemset runs on the legacy default stream, which the non-blocking stream below does not wait
+  // for: finish the poison before the kernel can write.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   void* o_out = o.ptr;
   float* lse_out = static_cast<float*>(lse.ptr);
   if (in_place) {  // o_a's and lse_a's buffers: padding and prefix are already poison (make_inputs)
