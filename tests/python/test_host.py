@@ -286,8 +286,8 @@ def test_supports_lists_every_concrete_path_in_dispatch_order():
     out = np.empty_like(q)
     lse = np.empty((1, 4, 8), dtype=np.float32)
     rows = _C.supports(dense_params(q, k, v, out, lse))
-    assert [path for path, _, _ in rows] == [_C.KernelPath.SM90, _C.KernelPath.SM80, _C.KernelPath.NAIVE_GPU,
-                                             _C.KernelPath.CPU_REFERENCE]
+    assert [path for path, _, _ in rows] == [_C.KernelPath.DECODE, _C.KernelPath.SM90, _C.KernelPath.SM80,
+                                             _C.KernelPath.NAIVE_GPU, _C.KernelPath.CPU_REFERENCE]
     cpu = rows[-1]
     assert cpu[1] and cpu[2] == "", "host arrays run on the CPU reference"
     assert all(not supported and reason for _, supported, reason in rows[:-1])

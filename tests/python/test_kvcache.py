@@ -212,10 +212,10 @@ def test_varlen_prefill_over_a_paged_cache_equals_the_dense_call(page_size):
     v_dense = torch.cat([v_pool[table[b].long()].reshape(-1, Hkv, D)[: lens_k[b]] for b in range(3)])
     out_paged = flashcore.flash_attn_varlen_func(q, k_pool, v_pool, cu_q, cu_k, 130, 200, causal=True,
                                                  block_table=table)
-    out_dense = flashcore.flash_attn_varlen_func(q, k_dense, v_dense, cu_q, cu_k, 130, 200, causal=True, _path="decode")
-    assert torch.equal(out_paged, out_dense)
-    ref = flashcore.flash_attn_varlen_func(q, k_dense, v_dense, cu_q, cu_k, 130, 200, causal=True)
-    assert (out_paged.float() - ref.float()).abs().max().item() < 1e-2
+    # The dense call runs a prefill path (sm90 / sm80): equal up to the rounding of two kernels.
+    out_dense = flashcore.flash_attn_varlen_func(q, k_dense, v_dense, cu_q, cu_k, 130, 200, causal=True)
+    assert torch.isfinite(out_paged).all()
+    assert (out_paged.float() - out_dense.float()).abs().max().item() < 4e-3
 
 
 @requires_cuda

@@ -487,7 +487,7 @@ def test_backward_path_follows_the_forward_path_where_it_has_one():
     from flashcore._params import PATHS, backward_path_code
     got = {name: backward_path_code(code) for name, code in PATHS.items()}
     assert got == {"auto": PATHS["auto"], "sm90": PATHS["auto"], "sm80": PATHS["sm80"], "naive": PATHS["naive"],
-                   "cpu": PATHS["cpu"]}
+                   "cpu": PATHS["cpu"], "decode": PATHS["auto"]}
 
 
 @pytest.mark.parametrize("deterministic", [False, True])

@@ -415,9 +415,10 @@ struct DecodeSplitKernel {
 // Plans (plan.hpp) and runs one call: the split kernel, then the combine when it is split. The
 // partials' workspace comes from the stream-ordered pool and is freed on the stream after the
 // combine (graph capture allowed).
-template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
-  using Traits = DecodeTraits<kHeadDimQK, kHeadDimV, Element>;
+template <class Traits>
+Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDimV = Traits::kHeadDimV;
   void (*kernel)(AttentionParams, DecodeSplits) = nullptr;
   int ctas_per_sm = 0;
   if (p.is_paged()) {
@@ -453,6 +454,14 @@ Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStr
     if (status.ok() && freed != cudaSuccess) status = Status::CudaError(std::string("cudaFreeAsync: ") + cudaGetErrorString(freed));
   }
   return status;
+}
+
+// More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows).
+template <int kHeadDimQK, int kHeadDimV, typename Element>
+Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
+  if (rows > 16) return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, true>>(p, device, sm_count, stream);
+  return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, false>>(p, device, sm_count, stream);
 }
 
 }  // namespace flashcore::sm80

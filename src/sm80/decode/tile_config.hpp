@@ -35,17 +35,22 @@ struct DecodeShape {
 // / 3484; {2, 4, 2, 32} 1339 / 2487 / 2581 / 2765. Reading K/V as [B, H, S, D] instead of the flash
 // layout changed nothing (within 1.5%).
 // d256: one m tile (128 O accumulators per thread), 4 warps, two stages (64 KB each).
-constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v) {
+// `wide_rows`: the call has more than 16 packed rows per KV head (several tokens of a wide GQA group,
+// e.g. 4 speculative tokens of 64/8): 32-row tiles, so one CTA still reads each K/V block once. H200
+// (same columns as above): {2, 4, 3, 16} 1299 / 3582 / 3934 / 4120 / 3230 / 3581 with one token,
+// with four tokens of 64/8 1160 / 3485 / 3874 / 4109 where the 16-row tiles give 1268 / 2336 / 2425 /
+// 2461 (two CTAs per unit, each reading all of it).
+constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows = false) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
 #if defined(FLASHCORE_DECODE_TUNE)
-  if (d <= 128) return {FLASHCORE_DECODE_TUNE};
+  if (d <= 128 && !wide_rows) return {FLASHCORE_DECODE_TUNE};
 #endif
-  if (d <= 128) return {1, 4, 3, 16};
+  if (d <= 128) return wide_rows ? DecodeShape{2, 4, 3, 16} : DecodeShape{1, 4, 3, 16};
   return {1, 4, 2, 16};
 }
 
-constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes) {
-  const DecodeShape s = decode_shape(head_dim_qk, head_dim_v);
+constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows = false) {
+  const DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows);
   const int pad = smem_row_pad_qko(elem_bytes);
   const int block_n = s.warp_keys * s.warps;
   const int q = 16 * s.m_tiles * (head_dim_qk + pad);
@@ -57,14 +62,15 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes)
   return ring > merge ? ring : merge;
 }
 
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_>
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_ = false>
 struct DecodeTraits {
   using Element = Element_;
   static constexpr bool kTf32x3 = false;  // 16-bit inputs only (mma.m16n8k16)
   static constexpr int kElemBytes = int(sizeof(Element));
   static constexpr int kHeadDimQK = kHeadDimQK_;
   static constexpr int kHeadDimV = kHeadDimV_;
-  static constexpr DecodeShape kShape = decode_shape(kHeadDimQK, kHeadDimV);
+  static constexpr bool kWideRows = kWideRows_;
+  static constexpr DecodeShape kShape = decode_shape(kHeadDimQK, kHeadDimV, kWideRows);
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kStages = kShape.stages;
@@ -96,7 +102,7 @@ struct DecodeTraits {
   static constexpr int kVStageElems = kBlockN * kVStride;
   static constexpr int kKOffset = kQElems;
   static constexpr int kVOffset = kKOffset + kStages * kKStageElems;
-  static constexpr int kSmemBytes = decode_smem_bytes(kHeadDimQK, kHeadDimV, kElemBytes);
+  static constexpr int kSmemBytes = decode_smem_bytes(kHeadDimQK, kHeadDimV, kElemBytes, kWideRows);
   // The merge area (fp32, overlays the ring): O of every warp [warp][row][kMergeStride], then
   // (max_log2, sum) per warp and row.
   static constexpr int kMergeStride = kHeadDimV + 4;  // 16-byte rows, rows shifted by 4 banks
