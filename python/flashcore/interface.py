@@ -8,6 +8,8 @@ Same signatures, defaults and return conventions as flash_attn.flash_attn_interf
     and, as in flash-attn, sets window_size[1] to 0; window_size=(left, right), -1 = unbounded; softcap > 0 caps scores; alibi_slopes [H] or [B, H] fp32.
   * softmax_lse is [B, H, Sq] (varlen: [H, total_q]), float32, natural log; +inf for a row that sees
     no key, as flash-attn returns it (flashcore's native API and the C++ API use -inf there).
+  * q, k, v whose head dimension is strided are copied to contiguous tensors first (flash-attn's
+    maybe_contiguous); `flashcore.attention` keeps the native rule and raises instead.
 Refused with a clear error, never ignored: dropout_p > 0. block_table (paged K/V, k/v then
 [num_blocks, page_block_size, nheads_k, headdim]) runs the varlen forward over a paged cache
 (flashcore.kvcache; inference only, no autograd).
@@ -47,6 +49,13 @@ def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_s
               mask_align_code(mask_align), window_left, window_right, path_code(path), bool(deterministic))
 
 
+def _head_dim_contiguous(*tensors):
+    """flash-attn's maybe_contiguous: a tensor whose last (head) dimension is strided is copied to a
+    contiguous one (the kernels read rows of the head dim); anything else is passed as it is."""
+    return tuple(t.contiguous() if t is not None and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1 else t
+                 for t in tensors)
+
+
 def _result(out: Tensor, lse: Tensor, return_attn_probs: bool):
     if not return_attn_probs:
         return out
@@ -59,6 +68,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
                     _path: str = "auto"):
     """q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim[_v])."""
     reject_unsupported(dropout_p)
+    q, k, v = _head_dim_contiguous(q, k, v)
     out, lse = _run(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                     softcap=softcap, alibi_slopes=alibi_slopes, path=_path, deterministic=deterministic,
                     causal_overrides_window=True)
@@ -92,6 +102,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """q (total_q, nheads, headdim), k/v (total_k, nheads_k, headdim[_v]), cu_seqlens int32 [batch + 1].
     seqused_k (int32 [batch], optional): only the first seqused_k[b] keys of sequence b are used."""
     reject_unsupported(dropout_p)
+    q, k, v = _head_dim_contiguous(q, k, v)
     if block_table is not None:  # prefill over a paged cache (inference: no autograd)
         window_left, window_right = window_bounds(window_size)
         out, lse = kvcache.fwd_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes,

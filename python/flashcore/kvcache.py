@@ -208,6 +208,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     window_left, window_right = window_bounds(window_size)
     if causal:
         window_right = 0  # flash-attn: causal=True means window_size[1] = 0
+    # flash-attn's maybe_contiguous for the inputs (the caches are written in place: they must be
+    # contiguous in the head dim already, which _cache_params checks).
+    q, k, v, rotary_cos, rotary_sin = (t.contiguous() if t is not None and t.dim() > 0 and t.shape[-1] > 1
+                                       and t.stride(-1) != 1 else t for t in (q, k, v, rotary_cos, rotary_sin))
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
     # Plain eager tensors skip the dispatcher (its Python round trips cost more than a decode step).

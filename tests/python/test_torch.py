@@ -553,7 +553,8 @@ def test_cpp_rule_violation_gives_the_same_message_as_the_cpp_api_on_host():
      flashcore.UnsupportedError, "attn_mask:"),
     (lambda q, k, v: flashcore.flash_attn_func(q.double(), k.double(), v.double()), ValueError,
      "q: dtype float64 is not supported"),
-    (lambda q, k, v: flashcore.flash_attn_func(q.transpose(1, 3).contiguous().transpose(1, 3), k, v), ValueError,
+    (lambda q, k, v: flashcore.attention(*(x.transpose(1, 3).contiguous().transpose(1, 3).transpose(1, 2)
+                                           for x in (q, k, v))), ValueError,
      "q: the last dimension (head dim) must be contiguous"),
     (lambda q, k, v: flashcore.flash_attn_func(q, k.cpu(), v), ValueError, "k: must be on q's device"),
     (lambda q, k, v: flashcore.flash_attn_func(q, k, v, window_size=(1, 2, 3)), ValueError, "window_size:"),
@@ -564,6 +565,20 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
     with pytest.raises(error) as err:
         call(q, k, v)
     assert str(err.value).startswith(message), str(err.value)
+
+
+@requires_cuda
+def test_flash_attn_func_copies_a_strided_head_dim_like_flash_attn():
+    q, k, v = make_inputs(2, 16, 16, 4, 4, 64, 64, torch.float16)
+    strided = [x.transpose(1, 3).contiguous().transpose(1, 3) for x in (q, k, v)]  # head dim stride != 1
+    assert all(x.stride(-1) != 1 for x in strided)
+    assert torch.equal(flashcore.flash_attn_func(*strided, causal=True), flashcore.flash_attn_func(q, k, v, causal=True))
+    cu = torch.tensor([0, 16, 32], device="cuda", dtype=torch.int32)
+    packed = [x.reshape(32, 4, 64) for x in (q, k, v)]
+    flat = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in packed]  # [32, 4, 64], head dim stride 4
+    assert all(x.stride(-1) != 1 for x in flat)
+    assert torch.equal(flashcore.flash_attn_varlen_func(*flat, cu, cu, 16, 16),
+                       flashcore.flash_attn_varlen_func(*packed, cu, cu, 16, 16))
 
 
 def test_rows_without_keys_return_lse_plus_inf_like_flash_attn():
