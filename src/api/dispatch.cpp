@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "api/paths.hpp"
 #include "common/cuda_check.hpp"
@@ -17,8 +18,6 @@ namespace {
 std::array<PathOps, 5> path_table() {
   return {decode_path(), sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
 }
-
-bool is_host_memory(const void* ptr) { return is_host(memory_of(ptr)); }
 
 }  // namespace
 
@@ -42,21 +41,28 @@ Status query_device(const AttentionParams& params, DeviceInfo* info) {
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, info->device));
   info->max_smem_per_block_optin = size_t(smem_optin);
 
-  // All tensors must live on one side. q decides; the others must agree.
-  const bool q_host = is_host_memory(params.q);
-  const void* others[] = {params.k, params.v, params.o};
-  const char* names[] = {"k", "v", "o"};
-  for (int t = 0; t < 3; ++t) {
+  // All tensors must live on one side. q decides; the others must agree, and device memory must be
+  // the current device's (the kernels run there). A CUDA failure in the query (a sticky error from
+  // an earlier kernel fault) is reported, never taken for host memory.
+  PointerInfo q_info;
+  FC_RETURN_IF_ERROR(classify_pointer(params.q, &q_info));
+  const bool q_host = is_host(q_info.memory);
+  const void* tensors[] = {params.q, params.k, params.v, params.o, params.lse};
+  const char* names[] = {"q", "k", "v", "o", "lse"};
+  for (int t = 0; t < 5; ++t) {
     // validate() allows null k/v only when there are no keys (nothing is read): no placement then.
-    if (others[t] == nullptr) continue;
-    if (is_host_memory(others[t]) != q_host) {
+    if (tensors[t] == nullptr) continue;
+    PointerInfo at;
+    FC_RETURN_IF_ERROR(classify_pointer(tensors[t], &at));
+    if (is_host(at.memory) != q_host) {
       return Status::InvalidArgument(std::string(names[t]) + ": must live in the same memory as q (" +
                                      (q_host ? "host" : "device") + ")");
     }
-  }
-  if (params.lse != nullptr && is_host_memory(params.lse) != q_host) {
-    return Status::InvalidArgument(std::string("lse: must live in the same memory as q (") +
-                                   (q_host ? "host" : "device") + ")");
+    if (at.memory == Memory::kDevice && at.device != info->device) {
+      return Status::InvalidArgument(std::string(names[t]) + ": lives on device " + std::to_string(at.device) +
+                                     " but the current device is " + std::to_string(info->device) +
+                                     " (make it current with cudaSetDevice, or move the tensor)");
+    }
   }
   info->pointers_on_host = q_host;
   return Status::Ok();
@@ -64,7 +70,9 @@ Status query_device(const AttentionParams& params, DeviceInfo* info) {
 
 }  // namespace detail
 
-Support supports(const AttentionParams& params, KernelPath path) {
+namespace {
+
+Support supports_one(const AttentionParams& params, KernelPath path) {
   Support s;
   s.path = path;
   detail::DeviceInfo info;
@@ -83,7 +91,7 @@ Support supports(const AttentionParams& params, KernelPath path) {
   return s;
 }
 
-std::vector<Support> supports(const AttentionParams& params) {
+std::vector<Support> supports_all(const AttentionParams& params) {
   std::vector<Support> out;
   detail::DeviceInfo info;
   const Status st = detail::query_device(params, &info);  // once for every path
@@ -94,6 +102,30 @@ std::vector<Support> supports(const AttentionParams& params) {
     s.supported = st.ok() && s.reason.empty();
     out.push_back(std::move(s));
   }
+  return out;
+}
+
+}  // namespace
+
+// supports() answers with a reason instead of throwing (detail::status_guard's rule for Status).
+Support supports(const AttentionParams& params, KernelPath path) {
+  Support s;
+  s.path = path;
+  const Status st = detail::status_guard("supports", [&]() -> Status {
+    s = supports_one(params, path);
+    return Status::Ok();
+  });
+  if (!st.ok()) s.reason = st.message;
+  return s;
+}
+
+std::vector<Support> supports(const AttentionParams& params) {
+  std::vector<Support> out;
+  const Status st = detail::status_guard("supports", [&]() -> Status {
+    out = supports_all(params);
+    return Status::Ok();
+  });
+  if (!st.ok()) out.assign(1, Support{KernelPath::kAuto, false, st.message});
   return out;
 }
 
@@ -120,25 +152,29 @@ Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOp
 }  // namespace detail
 
 Status select_path(const AttentionParams& params, KernelPath* chosen) {
-  detail::DeviceInfo info;
-  FC_RETURN_IF_ERROR(detail::query_device(params, &info));
-  detail::PathOps ops{};
-  FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
-  *chosen = ops.path;
-  return Status::Ok();
+  return detail::status_guard("select_path", [&]() -> Status {
+    detail::DeviceInfo info;
+    FC_RETURN_IF_ERROR(detail::query_device(params, &info));
+    detail::PathOps ops{};
+    FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
+    *chosen = ops.path;
+    return Status::Ok();
+  });
 }
 
 Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(validate(params, stream));
-  // B = 0 or no query rows: a valid call with nothing to write. (Sk = 0 with query rows is not
-  // empty: every row then has no visible key and gets o = 0, lse = -inf.)
-  const bool no_rows = params.batch == 0 || (params.is_varlen() ? params.total_q == 0 : params.seqlen_q == 0);
-  if (no_rows) return Status::Ok();
-  detail::DeviceInfo info;
-  FC_RETURN_IF_ERROR(detail::query_device(params, &info));
-  detail::PathOps ops{};
-  FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
-  return ops.run(params, info, stream);
+  return detail::status_guard("attention_forward", [&]() -> Status {
+    FC_RETURN_IF_ERROR(validate(params, stream));
+    // B = 0 or no query rows: a valid call with nothing to write. (Sk = 0 with query rows is not
+    // empty: every row then has no visible key and gets o = 0, lse = -inf.)
+    const bool no_rows = params.batch == 0 || (params.is_varlen() ? params.total_q == 0 : params.seqlen_q == 0);
+    if (no_rows) return Status::Ok();
+    detail::DeviceInfo info;
+    FC_RETURN_IF_ERROR(detail::query_device(params, &info));
+    detail::PathOps ops{};
+    FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
+    return ops.run(params, info, stream);
+  });
 }
 
 // ---- Backward ------------------------------------------------------------------------------------
@@ -185,26 +221,30 @@ Status select_backward(const BackwardParams& params, const detail::DeviceInfo& i
 }  // namespace
 
 Status select_backward_path(const BackwardParams& params, KernelPath* chosen) {
-  detail::DeviceInfo info;
-  FC_RETURN_IF_ERROR(detail::query_device(params.forward, &info));
-  FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
-  detail::BackwardOps ops{};
-  FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
-  *chosen = ops.path;
-  return Status::Ok();
+  return detail::status_guard("select_backward_path", [&]() -> Status {
+    detail::DeviceInfo info;
+    FC_RETURN_IF_ERROR(detail::query_device(params.forward, &info));
+    FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
+    detail::BackwardOps ops{};
+    FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
+    *chosen = ops.path;
+    return Status::Ok();
+  });
 }
 
 Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(validate_backward(params, stream));
-  const AttentionParams& f = params.forward;
-  const bool no_rows = f.batch == 0 || (f.is_varlen() ? f.total_q == 0 : f.seqlen_q == 0);
-  if (no_rows) return Status::Ok();
-  detail::DeviceInfo info;
-  FC_RETURN_IF_ERROR(detail::query_device(f, &info));
-  FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
-  detail::BackwardOps ops{};
-  FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
-  return ops.run(params, info, stream);
+  return detail::status_guard("attention_backward", [&]() -> Status {
+    FC_RETURN_IF_ERROR(validate_backward(params, stream));
+    const AttentionParams& f = params.forward;
+    const bool no_rows = f.batch == 0 || (f.is_varlen() ? f.total_q == 0 : f.seqlen_q == 0);
+    if (no_rows) return Status::Ok();
+    detail::DeviceInfo info;
+    FC_RETURN_IF_ERROR(detail::query_device(f, &info));
+    FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
+    detail::BackwardOps ops{};
+    FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
+    return ops.run(params, info, stream);
+  });
 }
 
 }  // namespace flashcore

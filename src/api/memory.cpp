@@ -1,6 +1,7 @@
 #include "api/memory.hpp"
 
 #include <cstring>
+#include <string>
 
 #include <cuda_runtime_api.h>
 
@@ -20,6 +21,31 @@ Memory memory_of(const void* ptr) {
     case cudaMemoryTypeManaged: return Memory::kManaged;
     default: return Memory::kHostPageable;
   }
+}
+
+Status classify_pointer(const void* ptr, PointerInfo* info) {
+  *info = PointerInfo{};
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver || err == cudaErrorInitializationError) {
+    cudaGetLastError();  // no usable device: every pointer is host memory
+    return Status::Ok();
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clears a non-sticky error; a sticky one stays and is reported again later
+    return Status::CudaError(std::string("cudaPointerGetAttributes: ") + cudaGetErrorName(err) + " (" +
+                             cudaGetErrorString(err) +
+                             "); an earlier failure (e.g. a kernel fault, which leaves the CUDA context unusable) "
+                             "must be handled before further calls");
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeHost: info->memory = Memory::kHostPinned; break;
+    case cudaMemoryTypeDevice: info->memory = Memory::kDevice; break;
+    case cudaMemoryTypeManaged: info->memory = Memory::kManaged; break;
+    default: info->memory = Memory::kHostPageable; break;
+  }
+  info->device = attr.device;
+  return Status::Ok();
 }
 
 Status read_small_arrays(const std::vector<SmallArray>& arrays, cudaStream_t stream, bool check_device_metadata,

@@ -14,7 +14,18 @@ namespace flashcore::detail {
 enum class Memory { kHostPageable, kHostPinned, kDevice, kManaged };
 
 // cudaPointerGetAttributes' answer; with no device or driver every pointer is plain host memory.
+// (Any other failure is also taken for host memory here: the small arrays use it after
+// classify_pointer has vetted the call's tensors.)
 Memory memory_of(const void* ptr);
+
+// The same for a tensor of the call, with its device, and with CUDA failures reported instead of
+// guessed: a sticky error left by an earlier kernel fault (illegal address, ...) or a lost device is
+// a CudaError naming it; only "no device / no driver" means host memory.
+struct PointerInfo {
+  Memory memory = Memory::kHostPageable;
+  int device = -1;  // device memory: the device that owns it
+};
+Status classify_pointer(const void* ptr, PointerInfo* info);
 
 // Pageable or pinned host memory: read directly by the host, and a q there means the CPU path runs.
 inline bool is_host(Memory m) { return m == Memory::kHostPageable || m == Memory::kHostPinned; }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "common/cuda_check.hpp"
 #include "flashcore/flashcore.hpp"
@@ -463,10 +464,16 @@ Status check_small_array_placement(const AttentionParams& p) {
   if (std::all_of(std::begin(arrays), std::end(arrays), [](const void* a) { return a == nullptr; })) {
     return Status::Ok();
   }
-  const bool host = detail::is_host(detail::memory_of(p.q));
+  // Classified with errors reported: under a sticky CUDA error every pointer would look like host
+  // memory, and the contents check would then read device arrays on the host.
+  detail::PointerInfo q_info;
+  FC_RETURN_IF_ERROR(detail::classify_pointer(p.q, &q_info));
+  const bool host = detail::is_host(q_info.memory);
   for (int a = 0; a < int(std::size(arrays)); ++a) {
     if (arrays[a] == nullptr) continue;
-    const detail::Memory m = detail::memory_of(arrays[a]);
+    detail::PointerInfo at;
+    FC_RETURN_IF_ERROR(detail::classify_pointer(arrays[a], &at));
+    const detail::Memory m = at.memory;
     if (host && m == detail::Memory::kDevice) {
       return invalid(names[a], ": must be host memory when q is host memory (got device memory)");
     }
@@ -641,46 +648,50 @@ Status check_gradient_overlap(const std::vector<TensorView>& views) {
 }  // namespace
 
 Status validate(const AttentionParams& p, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(check_enums(p));
-  FC_RETURN_IF_ERROR(check_sizes(p));
-  FC_RETURN_IF_ERROR(check_score_function(p));
-  FC_RETURN_IF_ERROR(check_visibility(p));
-  FC_RETURN_IF_ERROR(check_alibi(p));
-  FC_RETURN_IF_ERROR(check_varlen_shape(p));
-  FC_RETURN_IF_ERROR(check_kv_cache_shape(p));
-
-  const CallShape shape = call_shape(p);
-  if (!shape.has_rows) return Status::Ok();  // empty call: reads and writes nothing
-
-  FC_RETURN_IF_ERROR(check_pointers(p, shape));
-  std::vector<TensorView> views = tensor_views(p, shape);
-  FC_RETURN_IF_ERROR(check_strides_non_negative(views));
-  FC_RETURN_IF_ERROR(check_offsets(views));
-  FC_RETURN_IF_ERROR(check_alignment(views));
-  FC_RETURN_IF_ERROR(check_output_overlap(views));
-  FC_RETURN_IF_ERROR(check_small_array_placement(p));
-  FC_RETURN_IF_ERROR(check_varlen_contents(p, stream));
-  return Status::Ok();
+  return detail::status_guard("validate", [&]() -> Status {
+    FC_RETURN_IF_ERROR(check_enums(p));
+    FC_RETURN_IF_ERROR(check_sizes(p));
+    FC_RETURN_IF_ERROR(check_score_function(p));
+    FC_RETURN_IF_ERROR(check_visibility(p));
+    FC_RETURN_IF_ERROR(check_alibi(p));
+    FC_RETURN_IF_ERROR(check_varlen_shape(p));
+    FC_RETURN_IF_ERROR(check_kv_cache_shape(p));
+  
+    const CallShape shape = call_shape(p);
+    if (!shape.has_rows) return Status::Ok();  // empty call: reads and writes nothing
+  
+    FC_RETURN_IF_ERROR(check_pointers(p, shape));
+    std::vector<TensorView> views = tensor_views(p, shape);
+    FC_RETURN_IF_ERROR(check_strides_non_negative(views));
+    FC_RETURN_IF_ERROR(check_offsets(views));
+    FC_RETURN_IF_ERROR(check_alignment(views));
+    FC_RETURN_IF_ERROR(check_output_overlap(views));
+    FC_RETURN_IF_ERROR(check_small_array_placement(p));
+    FC_RETURN_IF_ERROR(check_varlen_contents(p, stream));
+    return Status::Ok();
+  });
 }
 
 Status validate_backward(const BackwardParams& bp, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(validate(bp.forward, stream));
-  if (bp.forward.block_table != nullptr || bp.forward.kv_batch_idx != nullptr || bp.forward.leftpad_k != nullptr) {
-    return invalid("forward.block_table, kv_batch_idx, leftpad_k: the backward reads dense or varlen K/V only "
-                   "(a KV cache is an inference layout)");
-  }
-  const CallShape shape = call_shape(bp.forward);
-  if (!shape.has_rows) return Status::Ok();  // empty call: no gradient element exists
-  FC_RETURN_IF_ERROR(check_gradient_pointers(bp, shape));
-  std::vector<TensorView> views = tensor_views(bp.forward, shape);
-  std::vector<TensorView> grads = gradient_views(bp, shape);
-  FC_RETURN_IF_ERROR(check_strides_non_negative(grads));
-  FC_RETURN_IF_ERROR(check_offsets(grads));
-  FC_RETURN_IF_ERROR(check_alignment(grads));
-  FC_RETURN_IF_ERROR(check_offsets(views));  // spans of the forward's tensors, for the overlap test
-  views.insert(views.end(), grads.begin(), grads.end());
-  FC_RETURN_IF_ERROR(check_gradient_overlap(views));
-  return Status::Ok();
+  return detail::status_guard("validate_backward", [&]() -> Status {
+    FC_RETURN_IF_ERROR(validate(bp.forward, stream));
+    if (bp.forward.block_table != nullptr || bp.forward.kv_batch_idx != nullptr || bp.forward.leftpad_k != nullptr) {
+      return invalid("forward.block_table, kv_batch_idx, leftpad_k: the backward reads dense or varlen K/V only "
+                     "(a KV cache is an inference layout)");
+    }
+    const CallShape shape = call_shape(bp.forward);
+    if (!shape.has_rows) return Status::Ok();  // empty call: no gradient element exists
+    FC_RETURN_IF_ERROR(check_gradient_pointers(bp, shape));
+    std::vector<TensorView> views = tensor_views(bp.forward, shape);
+    std::vector<TensorView> grads = gradient_views(bp, shape);
+    FC_RETURN_IF_ERROR(check_strides_non_negative(grads));
+    FC_RETURN_IF_ERROR(check_offsets(grads));
+    FC_RETURN_IF_ERROR(check_alignment(grads));
+    FC_RETURN_IF_ERROR(check_offsets(views));  // spans of the forward's tensors, for the overlap test
+    views.insert(views.end(), grads.begin(), grads.end());
+    FC_RETURN_IF_ERROR(check_gradient_overlap(views));
+    return Status::Ok();
+  });
 }
 
 namespace detail {

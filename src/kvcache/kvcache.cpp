@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
@@ -398,13 +399,17 @@ Status run_on_device(const KvCacheParams& p, cudaStream_t stream) {
 }  // namespace
 
 Status validate_kvcache(const KvCacheParams& params, cudaStream_t stream) {
-  return validate_kvcache_impl(params, stream);
+  return detail::status_guard("validate_kvcache", [&]() -> Status {
+    return validate_kvcache_impl(params, stream);
+  });
 }
 
 Status attention_with_kvcache(const KvCacheParams& params, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(validate_kvcache_impl(params, stream));
-  if (!has_query_rows(params.attention)) return Status::Ok();  // an empty call reads and writes nothing
-  return runs_on_host(params) ? run_on_host(params) : run_on_device(params, stream);
+  return detail::status_guard("attention_with_kvcache", [&]() -> Status {
+    FC_RETURN_IF_ERROR(validate_kvcache_impl(params, stream));
+    if (!has_query_rows(params.attention)) return Status::Ok();  // an empty call reads and writes nothing
+    return runs_on_host(params) ? run_on_host(params) : run_on_device(params, stream);
+  });
 }
 
 }  // namespace flashcore

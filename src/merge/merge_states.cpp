@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "common/cuda_check.hpp"
 #include "common/dtype.hpp"
@@ -274,21 +275,23 @@ bool can_use_vector_loads(const MergeStatesParams& p) {
 }  // namespace merge
 
 Status merge_attention_states(const MergeStatesParams& p, cudaStream_t stream) {
-  FC_RETURN_IF_ERROR(check_sizes(p));
-  if (row_count(p) == 0) return Status::Ok();  // an empty call reads and writes nothing
-  FC_RETURN_IF_ERROR(check_pointers(p));
-  std::vector<View> v = views(p);
-  FC_RETURN_IF_ERROR(check_strides(v));
-  FC_RETURN_IF_ERROR(check_offsets(v));
-  FC_RETURN_IF_ERROR(check_alignment(v));
-  FC_RETURN_IF_ERROR(check_overlap(v));
-  bool on_host = true;
-  FC_RETURN_IF_ERROR(check_placement(v, &on_host));
-  if (on_host) {
-    merge_on_host(p);
-    return Status::Ok();
-  }
-  return merge::launch_merge_states(p, stream);
+  return detail::status_guard("merge_attention_states", [&]() -> Status {
+    FC_RETURN_IF_ERROR(check_sizes(p));
+    if (row_count(p) == 0) return Status::Ok();  // an empty call reads and writes nothing
+    FC_RETURN_IF_ERROR(check_pointers(p));
+    std::vector<View> v = views(p);
+    FC_RETURN_IF_ERROR(check_strides(v));
+    FC_RETURN_IF_ERROR(check_offsets(v));
+    FC_RETURN_IF_ERROR(check_alignment(v));
+    FC_RETURN_IF_ERROR(check_overlap(v));
+    bool on_host = true;
+    FC_RETURN_IF_ERROR(check_placement(v, &on_host));
+    if (on_host) {
+      merge_on_host(p);
+      return Status::Ok();
+    }
+    return merge::launch_merge_states(p, stream);
+  });
 }
 
 }  // namespace flashcore

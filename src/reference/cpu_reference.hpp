@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -42,7 +44,9 @@ inline int max_parallel_workers() { return std::max(1, int(std::thread::hardware
 // Runs fn(item, worker) for item in [0, count) on up to max_parallel_workers() threads; `worker` in
 // [0, max_parallel_workers()) names the thread, so callers can keep per-thread scratch. Items are
 // taken in order from a shared counter, so neighbouring items usually land on one thread.
-// Blocks until all are done.
+// Blocks until all are done. An exception thrown by fn on any thread (std::bad_alloc from a scratch
+// buffer, ...) stops the handout and is rethrown here, on the calling thread, once every thread has
+// finished (never std::terminate); threads that cannot be started leave their share to the others.
 template <typename Fn>
 void parallel_for(int64_t count, Fn&& fn) {
   const int64_t workers = std::min<int64_t>(max_parallel_workers(), count);
@@ -51,14 +55,26 @@ void parallel_for(int64_t count, Fn&& fn) {
     return;
   }
   std::atomic<int64_t> next{0};
-  auto work = [&](int worker) {
-    for (int64_t item = next.fetch_add(1); item < count; item = next.fetch_add(1)) fn(item, worker);
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&](int worker) noexcept {
+    try {
+      for (int64_t item = next.fetch_add(1); item < count; item = next.fetch_add(1)) fn(item, worker);
+    } catch (...) {
+      next.store(count);  // no further items for anyone
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
   };
   std::vector<std::thread> threads;
-  threads.reserve(size_t(workers - 1));
-  for (int t = 1; t < int(workers); ++t) threads.emplace_back(work, t);
+  try {
+    threads.reserve(size_t(workers - 1));
+    for (int t = 1; t < int(workers); ++t) threads.emplace_back(work, t);
+  } catch (...) {  // std::system_error (no more threads) or bad_alloc: run with the threads there are
+  }
   work(0);
   for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace flashcore::reference

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "api/guard.hpp"
 #include "common/cuda_check.hpp"
 #include "softmax/launch.hpp"
 
@@ -204,32 +205,36 @@ Status make_device_problem(const void* x, void* y, float* lse, int64_t rows, int
 
 Status softmax_select_variant(const void* x, const void* y, int64_t rows, int64_t cols, DType dtype,
                               SoftmaxVariant requested, SoftmaxVariant* chosen) {
-  if (chosen == nullptr) return Status::InvalidArgument("chosen: must not be null");
-  bool nothing_to_do = false, on_device = false;
-  FC_RETURN_IF_ERROR(validate_arguments(x, y, nullptr, rows, cols, dtype, requested, &nothing_to_do, &on_device));
-  if (nothing_to_do || !on_device) {
-    *chosen = SoftmaxVariant::kAuto;
-    return Status::Ok();
-  }
-  SoftmaxProblem problem;
-  FC_RETURN_IF_ERROR(make_device_problem(x, const_cast<void*>(y), nullptr, rows, cols, dtype, nullptr, &problem));
-  return resolve_device_variant(problem, requested, chosen);
+  return detail::status_guard("softmax_select_variant", [&]() -> Status {
+    if (chosen == nullptr) return Status::InvalidArgument("chosen: must not be null");
+    bool nothing_to_do = false, on_device = false;
+    FC_RETURN_IF_ERROR(validate_arguments(x, y, nullptr, rows, cols, dtype, requested, &nothing_to_do, &on_device));
+    if (nothing_to_do || !on_device) {
+      *chosen = SoftmaxVariant::kAuto;
+      return Status::Ok();
+    }
+    SoftmaxProblem problem;
+    FC_RETURN_IF_ERROR(make_device_problem(x, const_cast<void*>(y), nullptr, rows, cols, dtype, nullptr, &problem));
+    return resolve_device_variant(problem, requested, chosen);
+  });
 }
 
 Status softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, DType dtype,
                        SoftmaxVariant variant, cudaStream_t stream) {
-  bool nothing_to_do = false, on_device = false;
-  FC_RETURN_IF_ERROR(validate_arguments(x, y, lse, rows, cols, dtype, variant, &nothing_to_do, &on_device));
-  if (nothing_to_do) return Status::Ok();
-  if (!on_device) {
-    softmax::softmax_cpu(x, y, lse, rows, cols, dtype);
-    return Status::Ok();
-  }
-  SoftmaxProblem problem;
-  FC_RETURN_IF_ERROR(make_device_problem(x, y, lse, rows, cols, dtype, stream, &problem));
-  SoftmaxVariant chosen = SoftmaxVariant::kAuto;
-  FC_RETURN_IF_ERROR(resolve_device_variant(problem, variant, &chosen));
-  return launch_variant(problem, chosen);
+  return detail::status_guard("softmax_forward", [&]() -> Status {
+    bool nothing_to_do = false, on_device = false;
+    FC_RETURN_IF_ERROR(validate_arguments(x, y, lse, rows, cols, dtype, variant, &nothing_to_do, &on_device));
+    if (nothing_to_do) return Status::Ok();
+    if (!on_device) {
+      softmax::softmax_cpu(x, y, lse, rows, cols, dtype);
+      return Status::Ok();
+    }
+    SoftmaxProblem problem;
+    FC_RETURN_IF_ERROR(make_device_problem(x, y, lse, rows, cols, dtype, stream, &problem));
+    SoftmaxVariant chosen = SoftmaxVariant::kAuto;
+    FC_RETURN_IF_ERROR(resolve_device_variant(problem, variant, &chosen));
+    return launch_variant(problem, chosen);
+  });
 }
 
 }  // namespace flashcore
