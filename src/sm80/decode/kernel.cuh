@@ -338,55 +338,78 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   }
 }
 
-// Rows per combine CTA: one warp per row.
+// Warps of a combine CTA (one CTA per row: token, query head, batch entry).
 inline constexpr int kCombineWarps = 4;
 
 // o = sum_s exp(lse_s - lse) o_s, lse = log sum_s exp(lse_s) over the splits of one row (splits
-// that saw no key have lse_s = -inf and weight 0; a row no split saw gets o = 0, lse = -inf). One
-// warp per (token, query head); lanes cover the head dim in float4 chunks.
+// that saw no key have lse_s = -inf and weight 0; a row no split saw gets o = 0, lse = -inf; a NaN
+// stays NaN). Warp 0 forms the weights into shared memory; then the warps take every
+// kCombineWarps-th split, lanes covering the head dim in float4 chunks, so each thread has several
+// independent partial loads in flight (a row's splits walked by one warp one after another left a
+// B1 decode step waiting on ~30 dependent loads), and the warps' sums meet in shared memory.
 template <typename Element, int kHeadDimV>
 __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const AttentionParams p,
                                                                            const DecodeSplits splits) {
-  const int head = blockIdx.y, b = blockIdx.z;
-  const int lane = threadIdx.x & 31;
-  const int i = blockIdx.x * kCombineWarps + (threadIdx.x >> 5);
+  constexpr int kChunks = kHeadDimV / 4;  // float4 columns of a row
+  __shared__ float weight[kMaxSplits];
+  __shared__ float row_lse;
+  __shared__ float4 warp_sum[kCombineWarps][kChunks];
+  const int i = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
-  if (i >= seq.seqlen_q) return;
+  if (i >= seq.seqlen_q) return;  // the whole CTA: no barrier is skipped by part of it
   const int64_t row0 = splits.row(p, 0, head, b, seq.q_start, i);
   const int64_t split_step = int64_t(p.heads_q) * splits.token_rows;
 
-  float max_lse = -INFINITY;
-  for (int s = lane; s < splits.count; s += 32) max_lse = fmaxf(max_lse, splits.lse_partial[row0 + s * split_step]);
+  if (warp == 0) {
+    float max_lse = -INFINITY;
+    for (int s = lane; s < splits.count; s += 32) max_lse = fmaxf(max_lse, splits.lse_partial[row0 + s * split_step]);
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, off));
-  // -inf: no split saw a key (the shift keeps exp finite: every weight is then 0).
-  const float shift = max_lse == -INFINITY ? 0.0f : max_lse;
-  float sum = 0.0f;
-  for (int s = lane; s < splits.count; s += 32) sum += expf(splits.lse_partial[row0 + s * split_step] - shift);
+    for (int off = 16; off > 0; off >>= 1) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, off));
+    // -inf: no split saw a key (the shift keeps exp finite: every weight is then 0).
+    const float shift = max_lse == -INFINITY ? 0.0f : max_lse;
+    float sum = 0.0f;
+    for (int s = lane; s < splits.count; s += 32) sum += expf(splits.lse_partial[row0 + s * split_step] - shift);
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  const float lse = sum > 0.0f ? shift + logf(sum) : (sum == 0.0f ? -INFINITY : sum);  // NaN stays NaN
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float lse = sum > 0.0f ? shift + logf(sum) : (sum == 0.0f ? -INFINITY : sum);  // NaN stays NaN
+    for (int s = lane; s < splits.count; s += 32) {
+      const float lse_s = splits.lse_partial[row0 + s * split_step];
+      weight[s] = lse_s == -INFINITY ? 0.0f : expf(lse_s - lse);  // an empty split's partial O is 0
+    }
+    if (lane == 0) row_lse = lse;
+  }
+  __syncthreads();
+
+  for (int chunk = lane; chunk < kChunks; chunk += 32) {
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = warp; s < splits.count; s += kCombineWarps) {
+      const float w = weight[s];
+      const float4 os = *reinterpret_cast<const float4*>(splits.o_partial + (row0 + s * split_step) * kHeadDimV + 4 * chunk);
+      o.x = fmaf(w, os.x, o.x), o.y = fmaf(w, os.y, o.y), o.z = fmaf(w, os.z, o.z), o.w = fmaf(w, os.w, o.w);
+    }
+    warp_sum[warp][chunk] = o;
+  }
+  __syncthreads();
 
   const bool packed_q = p.is_varlen();
   Element* o_row = static_cast<Element*>(p.o) +
                    attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i, head);
-  for (int col = lane * 4; col < kHeadDimV; col += 128) {
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < splits.count; ++s) {
-      const int64_t prow = row0 + s * split_step;
-      const float lse_s = splits.lse_partial[prow];
-      if (lse_s == -INFINITY) continue;  // an empty split; its partial O is 0
-      const float w = expf(lse_s - lse);
-      const float4 os = *reinterpret_cast<const float4*>(splits.o_partial + prow * kHeadDimV + col);
-      o.x = fmaf(w, os.x, o.x), o.y = fmaf(w, os.y, o.y), o.z = fmaf(w, os.z, o.z), o.w = fmaf(w, os.w, o.w);
+  for (int chunk = threadIdx.x; chunk < kChunks; chunk += 32 * kCombineWarps) {
+    float4 o = warp_sum[0][chunk];
+#pragma unroll
+    for (int w = 1; w < kCombineWarps; ++w) {
+      const float4 x = warp_sum[w][chunk];
+      o.x += x.x, o.y += x.y, o.z += x.z, o.w += x.w;
     }
     uint2 packed;
     packed.x = ptx::pack2(o.x, o.y, Element{});
     packed.y = ptx::pack2(o.z, o.w, Element{});
-    *reinterpret_cast<uint2*>(o_row + col) = packed;
+    *reinterpret_cast<uint2*>(o_row + 4 * chunk) = packed;
   }
-  if (p.lse != nullptr && lane == 0) {
-    p.lse[attn::token_offset(packed_q, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start + i, head)] = lse;
+  if (p.lse != nullptr && threadIdx.x == 0) {
+    p.lse[attn::token_offset(packed_q, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start + i, head)] = row_lse;
   }
 }
 
@@ -443,7 +466,7 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
     status = Status::CudaError(std::string("decode_split_kernel launch: ") + cudaGetErrorString(e));
   }
   if (status.ok() && plan.num_splits > 1) {
-    const dim3 combine_grid((p.seqlen_q + kCombineWarps - 1) / kCombineWarps, p.heads_q, p.batch);
+    const dim3 combine_grid(p.seqlen_q, p.heads_q, p.batch);
     decode_combine_kernel<Element, kHeadDimV><<<combine_grid, 32 * kCombineWarps, 0, stream>>>(p, splits);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
       status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
