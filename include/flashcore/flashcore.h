@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flashcore/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -114,18 +116,18 @@ typedef struct fc_attention_params {
 
 /* Sets struct_size and every default (null pointers, zero sizes and strides, windows -1, fp16,
  * bottom-right alignment, path auto). */
-fc_status fc_params_init(fc_attention_params* params);
+FLASHCORE_API fc_status fc_params_init(fc_attention_params* params);
 
 /* Fills the strides of a dense [B, S, H, D] problem (and lse [B, Hq, Sq]; varlen: [Hq, total_q])
  * from the sizes already set. */
-fc_status fc_set_dense_strides(fc_attention_params* params);
+FLASHCORE_API fc_status fc_set_dense_strides(fc_attention_params* params);
 
 /* Checks every rule (docs/validation.md). May synchronize `stream` to read device cu_seqlens. */
-fc_status fc_validate(const fc_attention_params* params, void* stream);
+FLASHCORE_API fc_status fc_validate(const fc_attention_params* params, void* stream);
 
 /* Computes attention on `stream` (host pointers: the CPU reference, synchronously). On any error
  * nothing is written. */
-fc_status fc_attention_forward(const fc_attention_params* params, void* stream);
+FLASHCORE_API fc_status fc_attention_forward(const fc_attention_params* params, void* stream);
 
 /* The backward of the forward call `forward` describes (its q, k, v, o and lse are read; lse is
  * required): dout has o's shape, dq q's, dk k's, dv v's, each with its own strides, in the forward's
@@ -144,30 +146,30 @@ typedef struct fc_backward_params {
 } fc_backward_params;
 
 /* Initializes `forward` as fc_params_init does and zeroes the rest. */
-fc_status fc_backward_params_init(fc_backward_params* params);
+FLASHCORE_API fc_status fc_backward_params_init(fc_backward_params* params);
 
 /* Sets the gradients' strides to those of o, q, k, v in `forward`. */
-fc_status fc_set_grad_strides_like_forward(fc_backward_params* params);
+FLASHCORE_API fc_status fc_set_grad_strides_like_forward(fc_backward_params* params);
 
 /* Computes dq, dk, dv on `stream`. Today only host pointers run (the fp64 CPU reference,
  * synchronously); device pointers return FC_STATUS_UNSUPPORTED. On any error nothing is written. */
-fc_status fc_attention_backward(const fc_backward_params* params, void* stream);
+FLASHCORE_API fc_status fc_attention_backward(const fc_backward_params* params, void* stream);
 
 /* Whether `path` (FC_PATH_*) can run the call: FC_STATUS_OK if so, FC_STATUS_UNSUPPORTED with the
  * reason otherwise, FC_STATUS_INVALID_ARGUMENT if the call itself is invalid. The reason (empty when
  * supported) is copied NUL-terminated into reason_buf, truncated to reason_len - 1 characters;
  * reason_buf may be NULL when reason_len is 0. */
-fc_status fc_supports(const fc_attention_params* params, int32_t path, char* reason_buf, size_t reason_len);
+FLASHCORE_API fc_status fc_supports(const fc_attention_params* params, int32_t path, char* reason_buf, size_t reason_len);
 
 /* The calling thread's message of its last failing call, "" after a successful one. Valid until the
  * thread's next fc_* call that returns fc_status. */
-const char* fc_last_error_message(void);
+FLASHCORE_API const char* fc_last_error_message(void);
 
 /* "ok", "invalid argument", "unsupported", "CUDA error", "internal error" or "unknown". */
-const char* fc_status_name(fc_status code);
+FLASHCORE_API const char* fc_status_name(fc_status code);
 
 /* Version, compiled architectures, head dims, dtypes and paths. Static storage. */
-const char* fc_build_info(void);
+FLASHCORE_API const char* fc_build_info(void);
 
 /* Merging attention states (flashcore::MergeStatesParams in flashcore.hpp states the rules): two
  * attentions of the same queries over disjoint key sets combined into the attention over their union,
@@ -201,10 +203,10 @@ typedef struct fc_merge_states_params {
 } fc_merge_states_params;
 
 /* Sets struct_size and every default (null pointers, zero sizes and strides, fp16). */
-fc_status fc_merge_states_params_init(fc_merge_states_params* params);
+FLASHCORE_API fc_status fc_merge_states_params_init(fc_merge_states_params* params);
 
 /* Merges on `stream` (host pointers: on the CPU, synchronously). On any error nothing is written. */
-fc_status fc_merge_attention_states(const fc_merge_states_params* params, void* stream);
+FLASHCORE_API fc_status fc_merge_attention_states(const fc_merge_states_params* params, void* stream);
 
 /* KV cache (flashcore::KvCacheParams in flashcore.hpp states the rules; flash-attn's
  * flash_attn_with_kvcache): appends k_new / v_new [B, seqlen_new, Hkv, D] to the cache `attention.k`,
@@ -229,12 +231,12 @@ typedef struct fc_kvcache_params {
 } fc_kvcache_params;
 
 /* Sets struct_size, initialises `attention` with fc_params_init and zeroes the rest. */
-fc_status fc_kvcache_params_init(fc_kvcache_params* params);
+FLASHCORE_API fc_status fc_kvcache_params_init(fc_kvcache_params* params);
 
 /* Appends and attends on `stream` (host pointers: on the CPU, synchronously). No host synchronization
  * when attention.check_device_metadata is 0 or the stream captures a graph. On a validation error
  * nothing is written. */
-fc_status fc_attention_with_kvcache(const fc_kvcache_params* params, void* stream);
+FLASHCORE_API fc_status fc_attention_with_kvcache(const fc_kvcache_params* params, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

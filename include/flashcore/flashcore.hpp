@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "flashcore/export.h"
+
 // Members of AttentionParams that kernels may call are host-device under nvcc.
 #if defined(__CUDACC__)
 #define FLASHCORE_HOST_DEVICE __host__ __device__
@@ -44,15 +46,15 @@ struct Status {
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 };
 
-const char* status_code_name(StatusCode code);
+FLASHCORE_API const char* status_code_name(StatusCode code);
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
 // ---------------------------------------------------------------------------------------------
 enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2 };
 
-const char* dtype_name(DType dtype);
-int dtype_size(DType dtype);
+FLASHCORE_API const char* dtype_name(DType dtype);
+FLASHCORE_API int dtype_size(DType dtype);
 
 // Which diagonal a causal mask (and a sliding window) is aligned to when Sq != Sk.
 //   kBottomRight: query i sees keys j <= i + Sk - Sq  (flash-attn's `causal=True`)
@@ -64,7 +66,7 @@ enum class MaskAlign : int { kBottomRight = 0, kTopLeft = 1 };
 // kSm90, kSm80, kNaiveGpu, kCpuReference (the enum values are the C ABI's, not the order).
 enum class KernelPath : int { kAuto = 0, kSm90 = 1, kSm80 = 2, kNaiveGpu = 3, kCpuReference = 4, kDecode = 5 };
 
-const char* kernel_path_name(KernelPath path);
+FLASHCORE_API const char* kernel_path_name(KernelPath path);
 
 // "No limit" for window_left / window_right.
 inline constexpr int kWindowInfinite = -1;
@@ -94,7 +96,7 @@ struct ForwardOverrides {
 //   q [total_q, Hq, Dqk], k/v [total_k, Hkv, D], o [total_q, Hq, Dv], lse [Hq, total_q];
 //   batch strides are ignored; sequence b spans tokens [cu_seqlens_q[b], cu_seqlens_q[b+1]).
 //   `seqlen_q`/`seqlen_k` then hold max_seqlen_q/k (an upper bound over the batch).
-struct AttentionParams {
+struct FLASHCORE_API AttentionParams {
   // ---- tensors -------------------------------------------------------------------------------
   const void* q = nullptr;
   const void* k = nullptr;
@@ -180,7 +182,7 @@ struct AttentionParams {
 
 // Fills the strides of a dense, contiguous [B, S, H, D] problem (flash-attn layout) and
 // lse [B, Hq, Sq]. Pointers, sizes and dtype must already be set.
-void set_dense_strides(AttentionParams& params);
+FLASHCORE_API void set_dense_strides(AttentionParams& params);
 
 // ---------------------------------------------------------------------------------------------
 // Entry points
@@ -188,7 +190,7 @@ void set_dense_strides(AttentionParams& params);
 
 // Checks every rule of the API. Reads cu_seqlens/seqused_k when they are host-readable (or copies
 // them from the device when `stream` is not capturing a graph). Writes nothing.
-Status validate(const AttentionParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status validate(const AttentionParams& params, cudaStream_t stream = nullptr);
 
 // Computes attention. Device pointers run on `stream` with the fastest path that supports the call;
 // host pointers (or a machine with no GPU) run the fp64 CPU reference synchronously.
@@ -197,7 +199,7 @@ Status validate(const AttentionParams& params, cudaStream_t stream = nullptr);
 // pool (cudaMallocAsync on `stream`, freed on it after the kernel; allowed during graph capture):
 // 4 bytes for varlen calls, and for calls whose rows all see every key, when the last wave of tiles
 // is partial, 55-105 KiB per SM of fp32 partials at d64/d128 (docs/semantics.md, "Paths").
-Status attention_forward(const AttentionParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status attention_forward(const AttentionParams& params, cudaStream_t stream = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Backward
@@ -226,22 +228,22 @@ struct BackwardParams {
 };
 
 // dout, dq, dk, dv with the strides of o, q, k, v as `forward` has them.
-void set_grad_strides_like_forward(BackwardParams& params);
+FLASHCORE_API void set_grad_strides_like_forward(BackwardParams& params);
 
 // Checks every rule of the forward (validate()) plus the backward's own: lse, dout, dq, dk, dv
 // present, in range, element-aligned, and dq, dk, dv overlapping no other tensor. Writes nothing.
-Status validate_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status validate_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
 
 // Computes dq, dk, dv on the first backward path that supports the call (forward.path pins one):
 // sm80 (mma.sync; fp16/bf16, head dims 32, 64, 96, 128; compute capability >= 8.0), the naive GPU
 // backward (any call on a device), the fp64 CPU reference (host pointers). The sm80 path takes a
 // stream-ordered workspace on `stream` (cudaMallocAsync, freed after its kernels; allowed during
 // graph capture): fp32 dQ plus two floats per query row and head. On any error nothing is written.
-Status attention_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status attention_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
 
 // The path attention_backward would pick (kAuto resolved), or an error naming why each path cannot
 // run the call. `params` must already be valid (see validate_backward()).
-Status select_backward_path(const BackwardParams& params, KernelPath* chosen);
+FLASHCORE_API Status select_backward_path(const BackwardParams& params, KernelPath* chosen);
 
 // ---------------------------------------------------------------------------------------------
 // KV cache (flash-attn's flash_attn_with_kvcache)
@@ -279,8 +281,8 @@ struct KvCacheParams {
   bool rotary_interleaved = false;
 };
 
-Status validate_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
-Status attention_with_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status validate_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status attention_with_kvcache(const KvCacheParams& params, cudaStream_t stream = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Merging attention states (split-KV, cascade inference, ring attention)
@@ -309,7 +311,7 @@ struct MergeStatesParams {
   int64_t lse_batch_stride = 0, lse_head_stride = 0;
 };
 
-Status merge_attention_states(const MergeStatesParams& params, cudaStream_t stream = nullptr);
+FLASHCORE_API Status merge_attention_states(const MergeStatesParams& params, cudaStream_t stream = nullptr);
 
 // Whether `path` can compute `params` on the current device (or on the host, for the CPU path),
 // and if not, why. `params` must already be valid (see validate()).
@@ -318,14 +320,14 @@ struct Support {
   bool supported = false;
   std::string reason;  // empty when supported
 };
-Support supports(const AttentionParams& params, KernelPath path);
+FLASHCORE_API Support supports(const AttentionParams& params, KernelPath path);
 // One entry per concrete path, in dispatch order.
-std::vector<Support> supports(const AttentionParams& params);
+FLASHCORE_API std::vector<Support> supports(const AttentionParams& params);
 
 // The path attention_forward would pick (kAuto resolved), or an error if none can run the call.
-Status select_path(const AttentionParams& params, KernelPath* chosen);
+FLASHCORE_API Status select_path(const AttentionParams& params, KernelPath* chosen);
 
 // Library build facts: version, compiled architectures, head dims and dtypes.
-std::string build_info();
+FLASHCORE_API std::string build_info();
 
 }  // namespace flashcore

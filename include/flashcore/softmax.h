@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "flashcore/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,11 +37,11 @@ extern "C" {
 
 /* y[r, :] = softmax(x[r, :]), lse[r] = log(sum(exp(x[r, :]))) (lse may be NULL).
  * stream: a cudaStream_t, or NULL for the default stream. Returns FC_SOFTMAX_OK or an error code. */
-int fc_softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, int dtype,
+FLASHCORE_API int fc_softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, int dtype,
                        int variant, void* stream);
 
 /* The message of this thread's last failed fc_softmax_* call ("" after a success). */
-const char* fc_softmax_last_error(void);
+FLASHCORE_API const char* fc_softmax_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -39,19 +39,19 @@ inline constexpr int64_t kSoftmaxRowPerBlockMaxCols = 32768;
 // columns (less on a device with less shared memory per block).
 inline constexpr int64_t kSoftmaxRowInSharedMemMaxBytes = 128 * 1024;
 
-const char* softmax_variant_name(SoftmaxVariant variant);
+FLASHCORE_API const char* softmax_variant_name(SoftmaxVariant variant);
 
 // x, y: [rows, cols] row-major, contiguous, of `dtype`, both host or both device memory. x == y
 // (in place) is allowed; any other overlap is rejected. lse: [rows] float32 in the same memory, or
 // null. rows >= 0, cols >= 1 when rows > 0. Device pointers run on `stream` (asynchronously); host
 // pointers run the fp64 CPU path synchronously. On error nothing is written and the message names
 // the argument and the rule.
-Status softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, DType dtype,
+FLASHCORE_API Status softmax_forward(const void* x, void* y, float* lse, int64_t rows, int64_t cols, DType dtype,
                        SoftmaxVariant variant = SoftmaxVariant::kAuto, cudaStream_t stream = nullptr);
 
 // The variant softmax_forward would run for these arguments (kAuto resolved), or why the requested
 // variant cannot run them. Host pointers resolve to kAuto (the CPU path). Writes nothing.
-Status softmax_select_variant(const void* x, const void* y, int64_t rows, int64_t cols, DType dtype,
+FLASHCORE_API Status softmax_select_variant(const void* x, const void* y, int64_t rows, int64_t cols, DType dtype,
                               SoftmaxVariant requested, SoftmaxVariant* chosen);
 
 }  // namespace flashcore
