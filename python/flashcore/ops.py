@@ -146,14 +146,22 @@ def can_call_impl_directly(*tensors: Optional[Tensor]) -> bool:
     """True when calling forward_impl directly is exactly what the op would do: plain eager tensors
     (no subclass such as FakeTensor or DTensor), no torch.compile tracing, no dispatch mode
     (FlopCounterMode, ...) to observe the op, and no autograd graph to record. It skips the
-    dispatcher's Python round trips (tens of microseconds per call); anything else uses the op."""
-    if torch.compiler.is_compiling() or _dispatch_modes_active():
+    dispatcher's Python round trips (tens of microseconds per call); anything else uses the op. Under
+    torch.profiler the op is used too, so the call shows up under its name (flashcore::fwd, ...)."""
+    if torch.compiler.is_compiling() or _dispatch_modes_active() or _profiler_active():
         return False
     grad = torch.is_grad_enabled()
     for t in tensors:
         if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
             return False
     return True
+
+
+_profiler_enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+
+
+def _profiler_active() -> bool:
+    return _profiler_enabled is not None and _profiler_enabled()
 
 
 def _dispatch_modes_active() -> bool:

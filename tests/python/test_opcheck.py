@@ -94,3 +94,15 @@ def test_torch_compile_dynamic_shapes_serve_several_lengths():
     # One graph with a symbolic length serves all three (a recompilation per length would be 3 frames).
     frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert frames <= 1, f"{frames} graphs compiled for three lengths"
+
+
+@requires_cuda
+def test_eager_calls_show_up_in_the_profiler_under_the_op_name():
+    q, k, v = rnd(1, 64, 4, 64), rnd(1, 64, 4, 64, seed=1), rnd(1, 64, 4, 64, seed=2)
+    cache_k, cache_v = rnd(1, 128, 4, 64, seed=3), rnd(1, 128, 4, 64, seed=4)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        flashcore.flash_attn_func(q, k, v, causal=True)
+        flashcore.flash_attn_with_kvcache(q[:, :1], cache_k, cache_v, cache_seqlens=100)
+    names = {e.key for e in prof.key_averages()}
+    assert "flashcore::fwd" in names, sorted(names)[:20]
+    assert "flashcore::fwd_kvcache" in names, sorted(names)[:20]
