@@ -483,7 +483,7 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
-  if (rows > 16) return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, true>>(p, device, sm_count, stream);
+  if (decode_wide_rows(rows)) return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, true>>(p, device, sm_count, stream);
   return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, false>>(p, device, sm_count, stream);
 }
 

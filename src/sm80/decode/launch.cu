@@ -53,7 +53,7 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
     return "prefill-shaped call: " + std::to_string(rows) + " query rows per KV head (seqlen_q x heads_q / heads_kv) "
            "exceed the decode path's " + std::to_string(kMaxDenseRows) + " for dense K/V";
   }
-  const bool wide_rows = rows > 16;  // the tile shape launch_decode picks (tile_config.hpp)
+  const bool wide_rows = sm80::decode_wide_rows(rows);  // the tile shape launch_decode picks
   const int smem = sm80::decode_smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype), wide_rows);
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the decode kernel for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +

@@ -40,6 +40,10 @@ struct DecodeShape {
 // (same columns as above): {2, 4, 3, 16} 1299 / 3582 / 3934 / 4120 / 3230 / 3581 with one token,
 // with four tokens of 64/8 1160 / 3485 / 3874 / 4109 where the 16-row tiles give 1268 / 2336 / 2425 /
 // 2461 (two CTAs per unit, each reading all of it).
+// Whether a call with this many packed query rows per KV head (seqlen_q x heads_q / heads_kv) takes
+// the 32-row tiles: the one rule launch_decode and supports() both read.
+constexpr bool decode_wide_rows(long long rows_per_kv_head) { return rows_per_kv_head > 16; }
+
 constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows = false) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
 #if defined(FLASHCORE_DECODE_TUNE)
