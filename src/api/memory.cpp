@@ -23,6 +23,17 @@ Memory memory_of(const void* ptr) {
   }
 }
 
+std::string placement_problem(const char* name, Memory m, bool runs_on_host) {
+  if (runs_on_host && m == Memory::kDevice) {
+    return std::string(name) + ": must be host memory when q is host memory (got device memory)";
+  }
+  if (!runs_on_host && m == Memory::kHostPageable) {
+    return std::string(name) + ": must be device-accessible memory (device, managed or pinned host) when q is device "
+           "memory (got pageable host memory)";
+  }
+  return "";
+}
+
 Status classify_pointer(const void* ptr, PointerInfo* info) {
   *info = PointerInfo{};
   cudaPointerAttributes attr{};

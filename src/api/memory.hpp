@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -29,6 +30,10 @@ Status classify_pointer(const void* ptr, PointerInfo* info);
 
 // Pageable or pinned host memory: read directly by the host, and a q there means the CPU path runs.
 inline bool is_host(Memory m) { return m == Memory::kHostPageable || m == Memory::kHostPinned; }
+
+// Empty when memory `m` can be read by the side that runs the call (host: host memory; device:
+// device, managed or pinned host memory), else the rule broken, naming the argument.
+std::string placement_problem(const char* name, Memory m, bool runs_on_host);
 
 // One small int32 array the kernels will read (cu_seqlens, seqused_k, block tables, cache lengths)
 // and where its host copy goes.

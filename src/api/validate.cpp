@@ -230,20 +230,23 @@ std::vector<TensorView> tensor_views(const AttentionParams& p, const CallShape& 
     t.dims = std::move(dims);
     views.push_back(std::move(t));
   };
+  // Paged K/V: the page pool, the same in dense and varlen calls.
+  auto add_paged_kv = [&] {
+    add("k", p.k, elem, {{"k_batch_stride", p.num_pages, p.k_batch_stride, "num_pages"},
+                         {"k_seq_stride", p.page_size, p.k_seq_stride, "page_size"},
+                         {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
+                         contiguous_dim(p.head_dim_qk, "head_dim_qk")});
+    add("v", p.v, elem, {{"v_batch_stride", p.num_pages, p.v_batch_stride, "num_pages"},
+                         {"v_seq_stride", p.page_size, p.v_seq_stride, "page_size"},
+                         {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
+                         contiguous_dim(p.head_dim_v, "head_dim_v")});
+  };
   if (s.varlen) {
     add("q", p.q, elem, {{"q_seq_stride", p.total_q, p.q_seq_stride, "total_q"},
                          {"q_head_stride", p.heads_q, p.q_head_stride, "heads_q"},
                          contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-    if (s.has_keys && p.is_paged()) {
-      add("k", p.k, elem, {{"k_batch_stride", p.num_pages, p.k_batch_stride, "num_pages"},
-                           {"k_seq_stride", p.page_size, p.k_seq_stride, "page_size"},
-                           {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
-                           contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-      add("v", p.v, elem, {{"v_batch_stride", p.num_pages, p.v_batch_stride, "num_pages"},
-                           {"v_seq_stride", p.page_size, p.v_seq_stride, "page_size"},
-                           {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
-                           contiguous_dim(p.head_dim_v, "head_dim_v")});
-    } else if (s.has_keys) {
+    if (s.has_keys && p.is_paged()) add_paged_kv();
+    if (s.has_keys && !p.is_paged()) {
       add("k", p.k, elem, {{"k_seq_stride", p.total_k, p.k_seq_stride, "total_k"},
                            {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
                            contiguous_dim(p.head_dim_qk, "head_dim_qk")});
@@ -263,16 +266,8 @@ std::vector<TensorView> tensor_views(const AttentionParams& p, const CallShape& 
                          {"q_seq_stride", p.seqlen_q, p.q_seq_stride, "seqlen_q"},
                          {"q_head_stride", p.heads_q, p.q_head_stride, "heads_q"},
                          contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-    if (s.has_keys && p.is_paged()) {
-      add("k", p.k, elem, {{"k_batch_stride", p.num_pages, p.k_batch_stride, "num_pages"},
-                           {"k_seq_stride", p.page_size, p.k_seq_stride, "page_size"},
-                           {"k_head_stride", p.heads_kv, p.k_head_stride, "heads_kv"},
-                           contiguous_dim(p.head_dim_qk, "head_dim_qk")});
-      add("v", p.v, elem, {{"v_batch_stride", p.num_pages, p.v_batch_stride, "num_pages"},
-                           {"v_seq_stride", p.page_size, p.v_seq_stride, "page_size"},
-                           {"v_head_stride", p.heads_kv, p.v_head_stride, "heads_kv"},
-                           contiguous_dim(p.head_dim_v, "head_dim_v")});
-    } else if (s.has_keys) {
+    if (s.has_keys && p.is_paged()) add_paged_kv();
+    if (s.has_keys && !p.is_paged()) {
       const int64_t kv_rows = p.kv_batch_idx != nullptr ? p.kv_batch : p.batch;
       const char* kv_rows_name = p.kv_batch_idx != nullptr ? "kv_batch" : "batch";
       add("k", p.k, elem, {{"k_batch_stride", kv_rows, p.k_batch_stride, kv_rows_name},
@@ -473,13 +468,8 @@ Status check_small_array_placement(const AttentionParams& p) {
     if (arrays[a] == nullptr) continue;
     detail::PointerInfo at;
     FC_RETURN_IF_ERROR(detail::classify_pointer(arrays[a], &at));
-    const detail::Memory m = at.memory;
-    if (host && m == detail::Memory::kDevice) {
-      return invalid(names[a], ": must be host memory when q is host memory (got device memory)");
-    }
-    if (!host && m == detail::Memory::kHostPageable) {
-      return invalid(names[a], ": must be device-accessible memory (device, managed or pinned host) when q is device "
-                     "memory (got pageable host memory)");
+    if (std::string why = detail::placement_problem(names[a], at.memory, host); !why.empty()) {
+      return Status::InvalidArgument(why);
     }
   }
   return Status::Ok();

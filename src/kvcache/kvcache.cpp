@@ -139,13 +139,8 @@ Status check_placement(const KvCacheParams& p, bool host) {
                 {"rotary_cos", p.rotary_cos},       {"rotary_sin", p.rotary_sin}, {"leftpad_k", p.attention.leftpad_k}};
   for (const auto& a : arrays) {
     if (a.ptr == nullptr) continue;
-    const detail::Memory m = detail::memory_of(a.ptr);
-    if (host && m == detail::Memory::kDevice) {
-      return invalid(a.name, ": must be host memory when q is host memory (got device memory)");
-    }
-    if (!host && m == detail::Memory::kHostPageable) {
-      return invalid(a.name, ": must be device-accessible memory (device, managed or pinned host) when q is device "
-                     "memory (got pageable host memory)");
+    if (std::string why = detail::placement_problem(a.name, detail::memory_of(a.ptr), host); !why.empty()) {
+      return Status::InvalidArgument(why);
     }
   }
   return Status::Ok();
