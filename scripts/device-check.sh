@@ -4,7 +4,7 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
-#                           [--python | --python-only] [--compare quick|standard|backward|decode]
+#                           [--python | --python-only] [--compare quick|standard|backward|decode|headdims]
 #                           [--softmax]
 #                           [--no-pytest] [--reuse-install]
 #
@@ -12,7 +12,9 @@
 # --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention);
 # --compare backward runs its backward suite (sm80 backward, default and deterministic, vs SDPA's
 # FlashAttention-2 and cuDNN backward); --compare decode runs tools/bench/decode_compare.py (the
-# decode suite: flashcore's KV-cache call, dense and paged, vs SDPA's cuDNN backend, in CUDA graphs).
+# decode suite: flashcore's KV-cache call, dense and paged, vs SDPA's cuDNN backend, in CUDA graphs);
+# --compare headdims runs its head-dim suite (d40/80/160 and the padding proxies d64/96/192 vs SDPA's
+# FlashAttention-2, cuDNN and memory-efficient backends).
 #
 # --no-pytest skips the Python tests; --reuse-install skips `pip install` when flashcore already
 # imports (a warm machine from the previous call of the same commit), to fit the comparison in one call.
@@ -152,6 +154,7 @@ if [ $PYTHON = 1 ]; then
       script=tools/bench/compare.py
       [ "$COMPARE" = decode ] && { script=tools/bench/decode_compare.py; flag="${DECODE_ARGS:-}"; }
       [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd --impls flashcore-sm80,flashcore-sm80-det,sdpa-flash,sdpa-cudnn"
+      [ "$COMPARE" = headdims ] && flag="--headdim-suite --impls flashcore-sm90,sdpa-flash,sdpa-cudnn,sdpa-efficient"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
       # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".

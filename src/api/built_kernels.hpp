@@ -38,6 +38,33 @@ const BuiltKernel<LaunchFn>* find_built_kernel(const BuiltKernel<LaunchFn> (&tab
   return nullptr;
 }
 
+// Padding: a call whose head dims have no kernel of their own runs on the kernel with the least
+// padding that covers them (Dqk >= head_dim_qk and Dv >= head_dim_v, smallest Dqk + Dv, which the
+// tile's work grows with). Such a kernel loads zeros past the call's head dims (they add nothing
+// to Q K^T, and give O columns it never stores) and writes only the call's columns; the call's
+// head dims must be multiples of kPaddedHeadDimMultiple (whole 16-byte row chunks in 16-bit types).
+// The kernel list declares a pair of its own where padding costs too much (cmake/KernelList.cmake).
+inline constexpr int kPaddedHeadDimMultiple = 8;
+
+inline bool covers(int kernel_dqk, int kernel_dv, int head_dim_qk, int head_dim_v) {
+  if (kernel_dqk == head_dim_qk && kernel_dv == head_dim_v) return true;
+  return kernel_dqk >= head_dim_qk && kernel_dv >= head_dim_v && head_dim_qk % kPaddedHeadDimMultiple == 0 &&
+         head_dim_v % kPaddedHeadDimMultiple == 0;
+}
+
+// The entry of `table` (BuiltKernel rows, or DeclaredKernel ones) a call of (head_dim_qk, head_dim_v,
+// dtype) runs on: its own pair, else the covering one with the least padding; nullptr if none.
+template <typename Entry, size_t N>
+const Entry* find_covering_kernel(const Entry (&table)[N], int head_dim_qk, int head_dim_v, DType dtype) {
+  const Entry* best = nullptr;
+  for (const Entry& k : table) {
+    if (k.head_dim_qk == 0 || k.dtype != dtype || !covers(k.head_dim_qk, k.head_dim_v, head_dim_qk, head_dim_v)) continue;
+    if (k.head_dim_qk == head_dim_qk && k.head_dim_v == head_dim_v) return &k;
+    if (best == nullptr || k.head_dim_qk + k.head_dim_v < best->head_dim_qk + best->head_dim_v) best = &k;
+  }
+  return best;
+}
+
 // A kernel the list declares for a path, built or not: what the path can run in some build.
 struct DeclaredKernel {
   int head_dim_qk;

@@ -36,7 +36,7 @@ AttentionParams call(int batch, int seqlen, int heads, int dim, bool causal = fa
 
 ForwardKernel kernel_of(const AttentionParams& p, const ForwardOverrides& o = {}) {
   ForwardKernel k;
-  const flashcore::Status st = choose_forward_kernel(p, o, &k);
+  const flashcore::Status st = choose_forward_kernel(p, p.head_dim_qk, p.head_dim_v, o, &k);
   EXPECT_TRUE(st.ok()) << st.message;
   return k;
 }
@@ -55,10 +55,29 @@ TEST(Sm90Plan, EveryDeclaredPairHasATileConfiguration) {
   for (const auto& [dqk, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}}) {
     EXPECT_TRUE(flashcore::sm90::tile_facts(dqk, dv).found) << dqk << "/" << dv;
   }
-  EXPECT_FALSE(flashcore::sm90::tile_facts(80, 80).found);
+  EXPECT_FALSE(flashcore::sm90::tile_facts(72, 72).found);
   EXPECT_FALSE(flashcore::sm90::tile_facts(128, 128, TileShape::kShort).found);  // d128 has no short shape
   ForwardKernel k;
-  EXPECT_EQ(choose_forward_kernel(call(1, 128, 1, 80), {}, &k).code, StatusCode::kUnsupported);
+  EXPECT_EQ(choose_forward_kernel(call(1, 128, 1, 72), 72, 72, {}, &k).code, StatusCode::kUnsupported);
+  // A kernel narrower than the call is a caller's bug, never a silent truncation.
+  EXPECT_EQ(choose_forward_kernel(call(1, 128, 1, 128), 96, 96, {}, &k).code, StatusCode::kInternal);
+}
+
+// A call padded to a larger kernel (head dim 112 on d128's): the kernel's head dims are recorded for
+// the launcher, and the cluster kernel (whole 5-D boxes multicast) is never chosen, though the same
+// call at d128 runs on clusters.
+TEST(Sm90Plan, PaddedCallsRunTheCoveringKernelWithoutClusters) {
+  ForwardKernel own, padded;
+  ASSERT_TRUE(choose_forward_kernel(call(4, 16384, 32, 128), 128, 128, {}, &own).ok());
+  ASSERT_TRUE(choose_forward_kernel(call(4, 16384, 32, 112), 128, 128, {}, &padded).ok());
+  EXPECT_EQ(own.cluster_m, 2);
+  EXPECT_EQ(padded.cluster_m, 1);
+  EXPECT_EQ(padded.head_dim_qk, 128);
+  EXPECT_EQ(padded.head_dim_v, 128);
+  EXPECT_TRUE(padded.all_keys_visible);
+  ForwardPlan plan;
+  ASSERT_TRUE(plan_forward(call(4, 16384, 32, 112), padded, DeviceFacts{132, 132}, {}, &plan).ok());
+  EXPECT_EQ(plan.kernel.head_dim_v, 128);
 }
 
 TEST(Sm90Plan, LongDenseD128RunsTheLongShapeOnClusters) {
@@ -167,14 +186,14 @@ TEST(Sm90Plan, OverridesForceOrRefuseTheirChoice) {
   o = {};
   o.block_n = 96;  // not d128's kBlockN nor its kAltBlockN
   ForwardKernel k;
-  EXPECT_EQ(choose_forward_kernel(call(1, 1024, 4, 128), o, &k).code, StatusCode::kUnsupported);
+  EXPECT_EQ(choose_forward_kernel(call(1, 1024, 4, 128), 128, 128, o, &k).code, StatusCode::kUnsupported);
 }
 
 TEST(Sm90Plan, TuningKernelsAreNamedAndNeedTheirBuildOption) {
   ForwardOverrides o;
   o.schedule = 0;
   ForwardKernel k;
-  const flashcore::Status st = choose_forward_kernel(call(1, 1024, 4, 128), o, &k);
+  const flashcore::Status st = choose_forward_kernel(call(1, 1024, 4, 128), 128, 128, o, &k);
   EXPECT_EQ(k.schedule, Schedule::kSerial);
   EXPECT_TRUE(k.tuning_only);
 #if defined(FLASHCORE_TUNING_KERNELS)

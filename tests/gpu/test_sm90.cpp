@@ -202,7 +202,9 @@ void run_case(const Case& c) {
 int alt_block_n(int d) {
   switch (d) {
     case 64: return sm90::TileConfig<64, 64>::kAltBlockN;
+    case 80: return sm90::TileConfig<80, 80>::kAltBlockN;
     case 96: return sm90::TileConfig<96, 96>::kAltBlockN;
+    case 160: return sm90::TileConfig<160, 160>::kAltBlockN;
     case 128: return sm90::TileConfig<128, 128>::kAltBlockN;
     case 192: return sm90::TileConfig<192, 128>::kAltBlockN;
     default: return sm90::TileConfig<256, 256>::kAltBlockN;
@@ -255,9 +257,45 @@ void add_varlen_cases(std::vector<Case>& cases, const Case& base) {
   });
 }
 
+// Head dims without a kernel of their own, padded to the covering pair (api/built_kernels.hpp):
+// zeros past the call's columns in Q, K and V, stores of its columns only (per-chunk TMA maps, the
+// direct epilogue's column bound). 40 -> 64 (three warpgroups), 112 -> 128 (would be the cluster
+// kernel's shape and the long shape: both off when padded), 72/40 -> 80 (unequal), 200 -> 256
+// (direct epilogue), 8 -> 64, 248 -> 256; every kernel kind: dense, causal, window, softcap, GQA,
+// BHSD strides, varlen with seqused_k, the stream-K tail, and a long call (16k keys).
+void add_padded_cases(std::vector<Case>& cases) {
+  const std::pair<int, int> dims[] = {{40, 40}, {112, 112}, {72, 40}, {200, 200}, {8, 8}, {248, 248}};
+  int i = 0;
+  for (auto [dqk, dv] : dims) {
+    Case base;
+    base.head_dim = dqk, base.head_dim_v = dv;
+    base.dtype = i++ % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
+    auto add = [&](auto edit) {
+      Case c = base;
+      edit(c);
+      cases.push_back(c);
+    };
+    add([](Case& c) { c.seqlen_q = c.seqlen_k = 1023; c.input_scale = 10; });
+    add([](Case& c) { c.seqlen_q = c.seqlen_k = 777; c.causal = true; });
+    add([](Case& c) { c.seqlen_q = 65; c.seqlen_k = 300; c.causal = true; c.align = MaskAlign::kTopLeft; });
+    add([](Case& c) { c.seqlen_q = c.seqlen_k = 500; c.window_left = 64; c.window_right = 16; c.softcap = 30; });
+    add([](Case& c) { c.heads_q = 8; c.heads_kv = 2; c.seqlen_q = 129; c.seqlen_k = 257; });
+    add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 2; c.seqlen_q = 130; c.seqlen_k = 260; c.bhsd = true; });
+    add([](Case& c) { c.batch = 2; c.heads_q = 4; c.heads_kv = 4; c.seqlen_q = 512; c.seqlen_k = 700; c.cluster = "on"; c.long_tiles = "on"; });
+    add([](Case& c) { c.heads_q = 3; c.heads_kv = 3; c.seqlen_q = 300; c.seqlen_k = 1000; c.input_scale = 10; c.stream_k = "on"; c.grid = 5; });
+    add([](Case& c) {
+      c.heads_q = 4, c.heads_kv = 2, c.causal = true;
+      c.varlen_q = {1, 130, 7, 0, 65, 200};
+      c.varlen_k = {63, 129, 0, 5, 200, 333};
+      c.seqused_k = {40, 129, 0, 5, 77, 300};
+    });
+    add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 16384; c.heads_q = 2; c.heads_kv = 1; });
+  }
+}
+
 std::vector<Case> sweep() {
   std::vector<Case> cases;
-  for (int d : {64, 96, 128, 192, 256}) {
+  for (int d : {64, 80, 96, 128, 160, 192, 256}) {
     for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
       Case base;
       base.head_dim = d, base.dtype = dt;
@@ -383,6 +421,7 @@ std::vector<Case> sweep() {
   Case empty_keys;  // Sk = 0: every row sees nothing -> o = 0, lse = -inf
   empty_keys.seqlen_q = 70, empty_keys.seqlen_k = 0;
   cases.push_back(empty_keys);
+  add_padded_cases(cases);
   return cases;
 }
 
@@ -519,8 +558,8 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   AttentionParams x = p;
   x.dtype = DType::kFloat32;
   EXPECT_NE(reason(x).find("dtype fp32"), std::string::npos) << reason(x);
-  x = p, x.head_dim_qk = x.head_dim_v = 80, set_dense_strides(x);
-  EXPECT_NE(reason(x).find("head dims 80/80"), std::string::npos) << reason(x);
+  x = p, x.head_dim_qk = x.head_dim_v = 100, set_dense_strides(x);  // not a multiple of 8: no padding
+  EXPECT_NE(reason(x).find("head dims 100/100"), std::string::npos) << reason(x);
   x = p, x.alibi_slopes = static_cast<const float*>(buf);
   EXPECT_NE(reason(x).find("ALiBi"), std::string::npos) << reason(x);
   x = p, x.k_seq_stride = 132;  // 264 bytes: not a multiple of 16
@@ -580,9 +619,12 @@ TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
     const std::string r = sm90.supports(x, info);
     EXPECT_TRUE(r.empty() || r.find("not in this build") != std::string::npos) << dqk << "/" << dv << ": " << r;
   }
-  x = p, x.head_dim_qk = 192, x.head_dim_v = 192, set_dense_strides(x);  // only 192/128 is an sm90 pair
-  EXPECT_NE(sm90.supports(x, info).find("head dims 192/192 are not supported"), std::string::npos)
+  x = p, x.head_dim_qk = 264, x.head_dim_v = 264, set_dense_strides(x);  // no sm90 pair covers it
+  EXPECT_NE(sm90.supports(x, info).find("head dims 264/264 are not supported"), std::string::npos)
       << sm90.supports(x, info);
+  x = p, x.head_dim_qk = 192, x.head_dim_v = 192, set_dense_strides(x);  // padded to 256/256
+  const std::string padded = sm90.supports(x, info);
+  EXPECT_TRUE(padded.empty() || padded.find("not in this build") != std::string::npos) << padded;
   info.max_smem_per_block_optin = 100 * 1024;
   EXPECT_NE(sm90.supports(p, info).find("shared memory"), std::string::npos) << sm90.supports(p, info);
 }

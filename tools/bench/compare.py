@@ -176,6 +176,19 @@ def backward_suite() -> List[Config]:
     return suite
 
 
+def headdim_suite() -> List[Config]:
+    """The head-dim report (--headdim-suite): d40, d80 and d160 at B4 H32 S8k, fp16 and bf16, causal or
+    not (their own kernels or padded ones, flashcore's kernel list), and the padding proxies d64, d96
+    and d192 at the same shape (what a call padded to them costs)."""
+    suite = []
+    for d in (40, 80, 160, 64, 96, 192):
+        for dtype in ("fp16", "bf16"):
+            for causal in (False, True):
+                suite.append(Config(f"d{d}-{dtype}{'-causal' if causal else ''}", B=4, Sq=8192, Sk=8192, Hq=32,
+                                    Hkv=32, Dqk=d, Dv=d, dtype=dtype, causal=causal))
+    return suite
+
+
 def quick_suite() -> List[Config]:
     suite = []
     for causal in (False, True):
@@ -907,6 +920,8 @@ def main(argv=None) -> int:
                              "default, a few calls, measures the clock left by whatever ran before)")
     parser.add_argument("--backward-suite", action="store_true",
                         help="the backward report's configurations (backward_suite) instead of the standard suite")
+    parser.add_argument("--headdim-suite", action="store_true",
+                        help="the head-dim report's configurations (headdim_suite) instead of the standard suite")
     parser.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
                         help="no measuring: combine these report.json files (e.g. one per device call, each "
                              "a subset of families) into one report in --out")
@@ -935,7 +950,8 @@ def main(argv=None) -> int:
         return 2
     if args.iters < 30:
         print(f"compare: --iters {args.iters} is below the protocol's 30", file=sys.stderr)
-    configs = backward_suite() if args.backward_suite else quick_suite() if args.quick else standard_suite()
+    configs = (backward_suite() if args.backward_suite else headdim_suite() if args.headdim_suite
+               else quick_suite() if args.quick else standard_suite())
     if args.family:
         configs = [c for c in configs if c.family in args.family]
     os.makedirs(args.out, exist_ok=True)

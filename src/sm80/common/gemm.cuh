@@ -20,7 +20,8 @@ FC_HOST_DEVICE constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int
 
 // Copies rows [0, kRows) of a [rows][kCols] global tile (row stride `row_stride` elements, 16-byte
 // aligned rows) into shared memory with row stride kSmemStride (16-byte chunks: 8 16-bit elements
-// or 4 floats). Rows >= rows_valid are zero-filled and never read from global memory.
+// or 4 floats). Rows >= rows_valid, and the columns >= cols_valid of a call padded to a wider kernel
+// (api/built_kernels.hpp; cols_valid a multiple of the chunk), are zero-filled and never read.
 // kThreadsPerRow consecutive threads cover consecutive 16-byte chunks of one row (>= 64 contiguous
 // bytes per row and warp instruction); each thread walks its rows with one running pointer.
 // The thread's place in the tile is recomputed from a fresh threadIdx.x read on every call: with a
@@ -29,7 +30,7 @@ FC_HOST_DEVICE constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int
 // tiles); recomputing them costs a few integer instructions per KV block.
 template <int kRows, int kCols, int kSmemStride, int kThreads, typename Element>
 FC_DEVICE void load_tile_async(Element* smem_tile, const Element* gmem_tile, int64_t row_stride,
-                               int rows_valid) {
+                               int rows_valid, int cols_valid = kCols) {
   constexpr int kElemsPerChunk = 16 / int(sizeof(Element));
   constexpr int kChunksPerRow = kCols / kElemsPerChunk;
   constexpr int kThreadsPerRow = gcd_int(kChunksPerRow, kThreads);
@@ -49,8 +50,9 @@ FC_DEVICE void load_tile_async(Element* smem_tile, const Element* gmem_tile, int
     for (int c = 0; c < kColIters; ++c) {
       const uint32_t dst =
           dst_row0 + (r * kRowStep * kSmemStride + c * kThreadsPerRow * kElemsPerChunk) * sizeof(Element);
-      // An invalid row reads nothing; pass the tile base so the address is still a real one.
-      ptx::cp_async_16(dst, valid ? src_row + c * kThreadsPerRow * kElemsPerChunk : gmem_tile, valid);
+      const bool chunk_valid = valid && col0 + c * kThreadsPerRow * kElemsPerChunk < cols_valid;
+      // An invalid chunk reads nothing; pass the tile base so the address is still a real one.
+      ptx::cp_async_16(dst, chunk_valid ? src_row + c * kThreadsPerRow * kElemsPerChunk : gmem_tile, chunk_valid);
     }
     src_row += kRowStep * row_stride;
   }

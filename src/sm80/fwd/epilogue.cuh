@@ -10,14 +10,14 @@
 
 namespace flashcore::sm80 {
 
-// Writes rows [0, rows_valid) of the CTA's O tile to `o_tile` (row stride o_row_stride elements)
-// and this thread's LSE values to lse_rows[row] (if lse_rows is not null). Must be called by all
+// Writes rows [0, rows_valid), columns [0, cols_valid) (a padded call's head_dim_v, a multiple of the
+// 16-byte chunk) of the CTA's O tile to `o_tile` (row stride o_row_stride elements) and this thread's LSE values to lse_rows[row] (if lse_rows is not null). Must be called by all
 // threads of the CTA after every warp has finished reading sQ/sK/sV (it reuses that memory).
 template <class Traits>
 FC_DEVICE void store_output(const float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
                             const float (&lse)[Traits::kMTiles][2], typename Traits::Element* sO,
                             typename Traits::Element* o_tile, int64_t o_row_stride, float* lse_rows,
-                            int rows_valid, int warp_row0, int lane, int tid) {
+                            int rows_valid, int cols_valid, int warp_row0, int lane, int tid) {
   using Element = typename Traits::Element;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -44,7 +44,7 @@ FC_DEVICE void store_output(const float (&acc_o)[Traits::kMTiles][Traits::kOutNT
   for (int chunk = tid; chunk < kChunks; chunk += Traits::kThreads) {
     const int row = chunk / kChunksPerRow;
     const int col = (chunk % kChunksPerRow) * Traits::kElemsPer16B;
-    if (row < rows_valid) {
+    if (row < rows_valid && col < cols_valid) {
       *reinterpret_cast<uint4*>(o_tile + row * o_row_stride + col) =
           *reinterpret_cast<const uint4*>(sO + row * Traits::kOStride + col);
     }

@@ -96,12 +96,14 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
   auto load_k = [&](Element* sK_block, int n_block, const Element* k_base) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(
-        sK_block, k_base + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0);
+        sK_block, k_base + int64_t(n0) * params.k_seq_stride, params.k_seq_stride, seq.seqlen_k - n0,
+        params.head_dim_qk);
   };
   auto load_v = [&](Element* sV_block, int n_block, const Element* v_base) {
     const int n0 = n_block * kBlockN;
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(
-        sV_block, v_base + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0);
+        sV_block, v_base + int64_t(n0) * params.v_seq_stride, params.v_seq_stride, seq.seqlen_k - n0,
+        params.head_dim_v);
   };
 
   // Score transform, masking (only on tiles that straddle a mask boundary), online softmax, P V.
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
 
   if (n_block_max >= n_block_min) {
     load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
-        sQ, q_tile, params.q_seq_stride, rows_valid);
+        sQ, q_tile, params.q_seq_stride, rows_valid, params.head_dim_qk);
     load_k(sK, n_block_max, k_seq);
     if constexpr (Traits::kKVStages == 2) load_v(sV, n_block_max, v_seq);
     ptx::cp_async_commit();
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
                int64_t(head) * params.lse_head_stride + m0;
   }
   store_output<Traits>(acc_o, lse, reinterpret_cast<Element*>(smem_raw), o_tile, params.o_seq_stride,
-                       lse_rows, rows_valid, warp_row0, lane, tid);
+                       lse_rows, rows_valid, params.head_dim_v, warp_row0, lane, tid);
 }
 
 // Launches the kernel for one set of traits.

@@ -33,8 +33,9 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
-// The kernel that runs a call: its own (Dqk, Dv) instantiation, or for fp32 d192 / d256 (Dqk == Dv)
-// the Dv/2 one, launched once per half of V and O. No single fp32 kernel fits there (one m16 tile
+// The kernel that runs a call: its own (Dqk, Dv) instantiation or the covering one it is padded to,
+// or for fp32 with Dv > 128 (a multiple of 16) the one covering (Dqk, Dv/2), launched once per half
+// of V and O. No single fp32 kernel fits there (one m16 tile
 // per warp holds 128 fp32 O accumulators and every tile shape spills, see tile_config.hpp); each
 // half launch recomputes the same scores and softmax, so every output element is exactly what one
 // kernel would compute, at twice the Q K^T work.
@@ -44,11 +45,14 @@ struct Plan {
 };
 
 Plan plan_for(const AttentionParams& p) {
-  if (const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype)) {
+  // The call's own pair, or the covering one it is padded to (api/built_kernels.hpp, covers).
+  if (const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype)) {
     return {inst, false};
   }
-  if (p.dtype == DType::kFloat32 && p.head_dim_qk == p.head_dim_v && (p.head_dim_v == 192 || p.head_dim_v == 256)) {
-    return {find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v / 2, p.dtype), true};
+  if (p.dtype == DType::kFloat32 && p.head_dim_v > 128 && p.head_dim_v % 16 == 0) {
+    if (const Instantiation* half = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v / 2, p.dtype)) {
+      return {half, true};
+    }
   }
   return {};
 }
@@ -69,7 +73,8 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
   if (plan.inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " +
-           built_kernels_list(kInstantiations) + (plan.split_v ? "; fp32 d192/d256 run on the Dv/2 units" : "") +
+           built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
+           std::to_string(kPaddedHeadDimMultiple) + "; fp32 Dv > 128 runs as two Dv/2 launches" +
            ")";
   }
   const int smem = sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, dtype_size(p.dtype));
@@ -80,7 +85,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
            std::to_string(d.max_smem_per_block_optin);
   }
   // 16-byte vector loads/stores: every row start must be 16-byte aligned. (The upper half views of
-  // a split launch start Dv/2 fp32 = 384 or 512 bytes further: aligned too.)
+  // a split launch start Dv/2 fp32, a multiple of 8 floats, further: aligned too.)
   const struct {
     const char* name;
     const void* ptr;

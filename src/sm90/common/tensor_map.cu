@@ -43,7 +43,8 @@ int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride :
 
 }  // namespace
 
-Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks) {
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
+                          int box_chunks) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   constexpr int64_t kElem = 2;  // fp16 / bf16
@@ -55,7 +56,8 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
   const CUtensorMapDataType type =
       dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUresult res;
-  if (!chunked_map(view.head_dim)) {
+  if (view.head_dim > tile_head_dim) return Status::Internal("sm90: a tensor map wider than the kernel's head dim");
+  if (!per_chunk_map(view.head_dim, tile_head_dim)) {
     const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
                                 (cuuint64_t)view.batch};
     const cuuint64_t strides[4] = {seq_stride, 128, head_stride, batch_stride};

@@ -23,25 +23,31 @@ struct OperandView {
   int64_t seq_stride = 0, head_stride = 0, batch_stride = 0;  // elements
 };
 
-// Builds the tensor map the kernel loads `view` through, both filling a [ceil(head_dim/64)][box_rows][64]
-// tile with the 128-byte swizzle:
-//   head_dim % 64 == 0: a 5-D view {64, seqlen, head_dim/64, heads, batch}; one box
-//                       {64, box_rows, head_dim/64, 1, 1} is the whole tile (one TMA instruction),
-//                       or, with box_chunks > 0, {64, box_rows, box_chunks, 1, 1} (the cluster
-//                       kernel's share of a tile);
-//   otherwise (chunked): a 4-D view {head_dim, seqlen, heads, batch} and a box {64, box_rows, 1, 1}
-//                       per 64-column chunk; the last chunk's columns past head_dim are zero-filled on
-//                       loads and not written on stores.
+// Builds the tensor map the kernel loads `view` through, both filling a [ceil(tile_head_dim/64)][box_rows][64]
+// tile with the 128-byte swizzle, where tile_head_dim (>= view.head_dim) is the kernel's head dim:
+//   whole (tile_head_dim % 64 == 0 and view.head_dim == tile_head_dim): a 5-D view
+//                       {64, seqlen, head_dim/64, heads, batch}; one box {64, box_rows, head_dim/64, 1, 1}
+//                       is the whole tile (one TMA instruction), or, with box_chunks > 0,
+//                       {64, box_rows, box_chunks, 1, 1} (the cluster kernel's share of a tile);
+//   otherwise (per chunk): a 4-D view {head_dim, seqlen, heads, batch} and a box {64, box_rows, 1, 1}
+//                       per 64-column chunk of the tile; the columns past view.head_dim (a head dim
+//                       that is not a multiple of 64, or a call padded to a larger kernel) are
+//                       zero-filled on loads and not written on stores.
 // Defined in tensor_map.cu (it owns the driver entry point).
 FC_HOST_DEVICE constexpr bool chunked_map(int head_dim) { return head_dim % 64 != 0; }
-Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows, int box_chunks = 0);
+FC_HOST_DEVICE constexpr bool per_chunk_map(int head_dim, int tile_head_dim) {
+  return chunked_map(tile_head_dim) || head_dim != tile_head_dim;
+}
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
+                          int box_chunks = 0);
 
 #if defined(__CUDACC__)
 // One operand tile [ceil(D/64)][kRows][64] from token row `row` of (head, batch): one 5-D box, or one
-// 4-D box per 64-column chunk for a head dim that is not a multiple of 64 (encode_operand_map).
+// 4-D box per 64-column chunk (`per_chunk`: the map is per_chunk_map's, encode_operand_map).
 template <int kHeadDim, int kRows>
-FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head, int batch) {
-  if constexpr (!chunked_map(kHeadDim)) {
+FC_DEVICE void tma_load_operand(uint16_t* dst, const CUtensorMap* map, uint64_t* bar, int row, int head, int batch,
+                                bool per_chunk) {
+  if (!chunked_map(kHeadDim) && !per_chunk) {
     ptx::tma_load_5d(dst, map, bar, 0, row, 0, head, batch);
   } else {
 #pragma unroll
@@ -61,10 +67,11 @@ FC_DEVICE void tma_load_operand_multicast(uint16_t* dst, const CUtensorMap* map,
 }
 
 // The 64 x Dv staging tile of one warpgroup to (token row `row`, head, batch): one 5-D box, or one
-// 4-D box per 64-column chunk when Dv is not a multiple of 64 (columns past Dv are not written).
+// 4-D box per 64-column chunk (`per_chunk`; columns past the map's head dim are not written).
 template <int kHeadDim>
-FC_DEVICE void tma_store_operand(const CUtensorMap* map, const uint8_t* src, int row, int head, int batch) {
-  if constexpr (!chunked_map(kHeadDim)) {
+FC_DEVICE void tma_store_operand(const CUtensorMap* map, const uint8_t* src, int row, int head, int batch,
+                                 bool per_chunk) {
+  if (!chunked_map(kHeadDim) && !per_chunk) {
     ptx::tma_store_5d(map, src, 0, row, 0, head, batch);
   } else {
 #pragma unroll

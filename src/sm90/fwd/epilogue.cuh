@@ -66,6 +66,7 @@ struct EpilogueDirect {
 #pragma unroll
       for (int i = 2 * r; i < Traits::kAccO; i += 4) {  // acc pairs (i, i+1) of local row r
         const int col = acc_col(i, quad_lane);
+        if (col >= params.head_dim_v) continue;  // a padded call's columns end first (even, so pairs stay whole)
         *reinterpret_cast<uint32_t*>(o_row + col) =
             ElementTraits<Element>::pack(o[i] * inv_sum[r], o[i + 1] * inv_sum[r]);
       }
@@ -121,7 +122,8 @@ struct EpilogueTma {
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(barrier, 128);
     if (thread_in_wg == 0) {
-      tma_store_operand<Traits::kDv>(tm_o, o_tile, tile.q_offset + row_first, tile.head, tile.map_batch());
+      tma_store_operand<Traits::kDv>(tm_o, o_tile, tile.q_offset + row_first, tile.head, tile.map_batch(),
+                                     params.v_per_chunk);
       ptx::tma_store_commit();
     }
     store_lse<Traits, Scheduler>(params, tile, row_first + local_row0, lane, lse);

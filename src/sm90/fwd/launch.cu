@@ -112,19 +112,22 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
            " is not supported by the sm90 path (positive scales only; the sm80 path runs it)";
   }
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
-  const size_t smem = smem_needed(p.head_dim_qk, p.head_dim_v);
-  if (smem == 0) {
-    return dims + " are not supported by the sm90 path (pairs: " + detail::declared_pairs_list(kDeclared) + ")";
+  if (detail::find_covering_kernel(kDeclared, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+    return dims + " are not supported by the sm90 path (pairs: " + detail::declared_pairs_list(kDeclared) +
+           ", and any head dims they cover that are multiples of " +
+           std::to_string(detail::kPaddedHeadDimMultiple) + ")";
   }
-  if (detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+  const BuiltUnit* unit = detail::find_covering_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (unit == nullptr) {
     // A pruned build (tests skip on this wording: "not in this build").
     return dims + " with " + dtype_name(p.dtype) +
            " are not in this build of the sm90 path (configure FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES; built: " +
            detail::built_kernels_list(kBuiltUnits) + ")";
   }
+  const size_t smem = smem_needed(unit->head_dim_qk, unit->head_dim_v);
   if (d.max_smem_per_block_optin < smem) {
-    return "the sm90 configuration for head dims " + std::to_string(p.head_dim_qk) + "/" +
-           std::to_string(p.head_dim_v) + " needs " + std::to_string(smem) +
+    return "the sm90 configuration for head dims " + std::to_string(unit->head_dim_qk) + "/" +
+           std::to_string(unit->head_dim_v) + " needs " + std::to_string(smem) +
            " bytes of shared memory per block; the device allows " + std::to_string(d.max_smem_per_block_optin);
   }
   // The tensor maps' extents: varlen packs the tokens (total_q/total_k rows, no batch dimension).
@@ -148,7 +151,8 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
-  const BuiltUnit* unit = detail::find_built_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
+  // The call's own (Dqk, Dv) unit, or the covering one it is padded to (api/built_kernels.hpp).
+  const BuiltUnit* unit = detail::find_covering_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
 
   LaunchArgs a;
@@ -161,7 +165,7 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
   a.call = &p;
   if (p.overrides != nullptr) a.overrides = *p.overrides;
-  FC_RETURN_IF_ERROR(choose_forward_kernel(p, a.overrides, &a.kernel));
+  FC_RETURN_IF_ERROR(choose_forward_kernel(p, unit->head_dim_qk, unit->head_dim_v, a.overrides, &a.kernel));
 
   KernelParams& k = a.params;
   k.o = p.o;

@@ -55,7 +55,8 @@ template <class Traits>
 Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   const ForwardKernel& chosen = args.kernel;
   if (chosen.block_n != Traits::kBlockN || chosen.cluster_m != Traits::kClusterM || chosen.varlen != Traits::kVarlen ||
-      chosen.all_keys_visible != Traits::kAllKeysVisible || chosen.schedule != Traits::kSchedule) {
+      chosen.all_keys_visible != Traits::kAllKeysVisible || chosen.schedule != Traits::kSchedule ||
+      chosen.head_dim_qk != Traits::kDqk || chosen.head_dim_v != Traits::kDv) {
     return Status::Internal("sm90: the launcher's kernel does not match the plan's (" + describe(chosen) + ")");
   }
   DeviceFacts device;
@@ -67,18 +68,25 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if (plan.num_units == 0) return Status::Ok();
 
   CUtensorMap tm_q, tm_k, tm_v;
-  FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kBlockM));
+  FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kDqk, Traits::kBlockM));
   if (args.k.base != nullptr && args.v.base != nullptr) {
     // Cluster kernel: a box is this CTA's share of the 64-column chunks (mainloop.cuh).
-    FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kBlockN, Traits::kKChunksPerCta));
-    FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kBlockN, Traits::kVChunksPerCta));
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kDqk, Traits::kBlockN, Traits::kKChunksPerCta));
+    FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kDv, Traits::kBlockN, Traits::kVChunksPerCta));
   } else {
     tm_k = tm_v = tm_q;  // a call without keys (k/v may be null): never loaded, every tile's range is empty
   }
   CUtensorMap tm_o = tm_q;  // unused by the direct epilogue
-  if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, 64));
+  if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, Traits::kDv, 64));
 
   KernelParams params = args.params;
+  // A call padded to this kernel (the q and k maps share head_dim_qk, the v and o maps head_dim_v).
+  params.qk_per_chunk = per_chunk_map(args.q.head_dim, Traits::kDqk);
+  params.v_per_chunk = per_chunk_map(args.v.head_dim, Traits::kDv);
+  params.head_dim_v = args.v.head_dim;
+  if ((params.qk_per_chunk || params.v_per_chunk) && (Traits::kClusterM > 1)) {
+    return Status::Internal("sm90: the cluster kernel multicasts whole boxes; a padded call cannot run on it");
+  }
   params.always_rescale_o = plan.always_rescale_o;
   params.num_m_blocks = plan.num_m_blocks;
   params.m_row_shift = plan.m_row_shift;

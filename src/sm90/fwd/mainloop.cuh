@@ -124,7 +124,7 @@ struct Producer {
       ptx::mbarrier_arrive_expect_tx(&smem.q_full[q_stage.index], Traits::kQBytes);
       tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[q_stage.index], tm_q, &smem.q_full[q_stage.index],
                                                       tile.q_offset + Scheduler::row_first(params, tile), tile.head,
-                                                      tile.map_batch());
+                                                      tile.map_batch(), params.qk_per_chunk);
     }
     q_stage.advance();
 
@@ -135,7 +135,8 @@ struct Producer {
       const int key_row = tile.k_offset + n * kBlockN;
       if (leader) {
         load_kv_block<Traits::kDqk, Traits::kKChunksPerCta>(smem.k[stage.index], tm_k, &smem.k_full[stage.index],
-                                                             Traits::kKBytes, key_row, head_kv, tile.map_batch());
+                                                             Traits::kKBytes, key_row, head_kv, tile.map_batch(),
+                                                             params.qk_per_chunk);
       }
 
       ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
@@ -145,25 +146,27 @@ struct Producer {
       if constexpr (Traits::kVarlen) keys_in_block = tile.mask.seqlen_k - n * kBlockN;
       if (keys_in_block < kBlockN) {
         load_v_zeroing_tail(smem, tm_v, stage.index, key_row, head_kv, tile.map_batch(), keys_in_block,
-                            rings.tail_phase, lane);
+                            rings.tail_phase, lane, params.v_per_chunk);
         rings.tail_phase ^= 1u;
       } else if (leader) {
         load_kv_block<Traits::kDv, Traits::kVChunksPerCta>(smem.v[stage.index], tm_v, &smem.v_full[stage.index],
-                                                            Traits::kVBytes, key_row, head_kv, tile.map_batch());
+                                                            Traits::kVBytes, key_row, head_kv, tile.map_batch(),
+                                                            params.v_per_chunk);
       }
     }
   }
 
   // One K or V block into its stage (full barrier `full` expects the whole block): the whole tile,
-  // or in the cluster kernel this CTA's share of the chunks, multicast to both CTAs.
+  // or in the cluster kernel this CTA's share of the chunks, multicast to both CTAs (whose calls are
+  // never padded: plan.cpp).
   template <int kHeadDim, int kChunksPerCta>
   static __device__ void load_kv_block(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t bytes,
-                                       int key_row, int head_kv, int batch) {
+                                       int key_row, int head_kv, int batch, bool per_chunk) {
     ptx::mbarrier_arrive_expect_tx(full, bytes);
     if constexpr (Traits::kClusterM > 1) {
       tma_load_operand_multicast<kChunksPerCta, kBlockN, Traits::kClusterM>(dst, map, full, key_row, head_kv, batch);
     } else {
-      tma_load_operand<kHeadDim, kBlockN>(dst, map, full, key_row, head_kv, batch);
+      tma_load_operand<kHeadDim, kBlockN>(dst, map, full, key_row, head_kv, batch, per_chunk);
     }
   }
 
@@ -174,10 +177,11 @@ struct Producer {
   //   then the warp zeroes the rows, fences its generic writes for the async proxy (wgmma reads
   //   them), and lane 0 completes v_full with a plain arrival (v_full expects 1 arrival, no bytes).
   static __device__ void load_v_zeroing_tail(Storage& smem, const CUtensorMap* tm_v, int stage, int key_row,
-                                             int head_kv, int batch, int keys, uint32_t tail_phase, int lane) {
+                                             int head_kv, int batch, int keys, uint32_t tail_phase, int lane,
+                                             bool per_chunk) {
     if (lane == 0) {
       ptx::mbarrier_arrive_expect_tx(&smem.v_tail, Traits::kVBytes);
-      tma_load_operand<Traits::kDv, kBlockN>(smem.v[stage], tm_v, &smem.v_tail, key_row, head_kv, batch);
+      tma_load_operand<Traits::kDv, kBlockN>(smem.v[stage], tm_v, &smem.v_tail, key_row, head_kv, batch, per_chunk);
     }
     ptx::mbarrier_wait(&smem.v_tail, tail_phase);
     // [Dv/64][kBlockN][64]: rows `keys`.. of each 64-column chunk are one contiguous byte range.

@@ -65,6 +65,13 @@ struct KernelParams {
   // Block 0 holds rows [0, kBlockM - m_row_shift), block m >= 1 rows [m * kBlockM - m_row_shift,
   // (m + 1) * kBlockM - m_row_shift): the short block is the first, not the last (scheduler.cuh).
   int m_row_shift = 0;
+
+  // A call padded to this kernel's head dims (api/built_kernels.hpp, covers): its q/k and v/o maps
+  // are loaded and stored per 64-column chunk (sm90/common/tma.cuh, per_chunk_map), and the direct
+  // epilogue stores the call's head_dim_v columns only.
+  bool qk_per_chunk = false;
+  bool v_per_chunk = false;
+  int head_dim_v = 0;
 };
 
 }  // namespace flashcore::sm90

@@ -69,12 +69,12 @@ ForwardKernel masked_kernel(const TileFacts& config, TileShape shape) {
 // A call in which every row sees every key: pairs of CTAs sharing K/V (the cluster kernel) where
 // the query blocks pair up and the keys are long enough for the saved L2 traffic to pay.
 ForwardKernel all_keys_kernel(const AttentionParams& p, const TileFacts& config, TileShape shape,
-                              const ForwardOverrides& o) {
+                              const ForwardOverrides& o, bool padded) {
   ForwardKernel k;
   k.shape = shape;
   k.all_keys_visible = true;
   k.block_n = config.block_n_for(true, false);
-  if (config.cluster_m > 1) {
+  if (config.cluster_m > 1 && !padded) {
     const int num_m_blocks = (p.seqlen_q + config.block_m() - 1) / config.block_m();
     const bool cluster_pays = o.cluster > 0 || (o.cluster < 0 && p.seqlen_k >= config.cluster_min_seqlen_k);
     if (cluster_pays && num_m_blocks % config.cluster_m == 0) k.cluster_m = config.cluster_m;
@@ -94,10 +94,14 @@ TileFacts tile_facts(int head_dim_qk, int head_dim_v, TileShape shape) {
 
 attn::VisibilityMask call_mask(const AttentionParams& p) { return attn::make_mask(p, p.seqlen_q, p.seqlen_k); }
 
-Status choose_forward_kernel(const AttentionParams& p, const ForwardOverrides& o, ForwardKernel* kernel) {
-  const TileFacts config = tile_facts(p.head_dim_qk, p.head_dim_v);
-  if (!config.found) return Status::Unsupported("sm90: no tile configuration for these head dims");
+namespace {
+
+Status choose_kernel_of(const AttentionParams& p, int tile_dqk, int tile_dv, const TileFacts& config,
+                        const ForwardOverrides& o, ForwardKernel* kernel) {
   *kernel = ForwardKernel{};
+  // The cluster kernel multicasts whole 5-D boxes: calls padded to the kernel (per-chunk maps) run
+  // on one CTA per query block.
+  const bool padded = tile_dqk != p.head_dim_qk || tile_dv != p.head_dim_v;
   if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr) {
     // Per-sequence lengths: the varlen kernel, at the configured schedule and kVarlenBlockN only.
     kernel->varlen = true;
@@ -115,21 +119,21 @@ Status choose_forward_kernel(const AttentionParams& p, const ForwardOverrides& o
       kernel->block_n = config.block_n;
       kernel->tuning_only = config.schedule != Schedule::kSerial;
     } else if (config.schedule != Schedule::kOverlapPingPong) {
-      return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(p.head_dim_qk));
+      return Status::Unsupported("sm90: the overlap schedule is not built for head dim " + std::to_string(tile_dqk));
     } else if (config.short_masked_below_seqlen_k > 0 && !all_visible &&
                (o.short_tiles > 0 ||
                 (o.short_tiles < 0 && o.block_n == 0 && p.seqlen_k < config.short_masked_below_seqlen_k))) {
       // Short masked calls: the head dim's short tile shape.
-      *kernel = masked_kernel(tile_facts(p.head_dim_qk, p.head_dim_v, TileShape::kShort), TileShape::kShort);
+      *kernel = masked_kernel(tile_facts(tile_dqk, tile_dv, TileShape::kShort), TileShape::kShort);
     } else if (config.long_min_seqlen_k > 0 &&
                (o.long_tiles > 0 || (o.long_tiles < 0 && o.block_n == 0 && mask.window_left >= p.seqlen_k &&
                                      p.seqlen_k >= config.long_min_seqlen_k))) {
       // Long calls without a left window edge: the head dim's long tile shape.
-      const TileFacts long_config = tile_facts(p.head_dim_qk, p.head_dim_v, TileShape::kLong);
-      *kernel = all_visible ? all_keys_kernel(p, long_config, TileShape::kLong, o)
+      const TileFacts long_config = tile_facts(tile_dqk, tile_dv, TileShape::kLong);
+      *kernel = all_visible ? all_keys_kernel(p, long_config, TileShape::kLong, o, padded)
                             : masked_kernel(long_config, TileShape::kLong);
     } else {
-      *kernel = all_visible ? all_keys_kernel(p, config, TileShape::kDefault, o)
+      *kernel = all_visible ? all_keys_kernel(p, config, TileShape::kDefault, o, padded)
                             : masked_kernel(config, TileShape::kDefault);
     }
   } else if (config.alt_block_n > 0 && o.block_n == config.alt_block_n) {
@@ -140,7 +144,7 @@ Status choose_forward_kernel(const AttentionParams& p, const ForwardOverrides& o
     kernel->tuning_only = true;
   } else {
     return Status::Unsupported("sm90: kBlockN " + std::to_string(o.block_n) + " is not built for head dim " +
-                               std::to_string(p.head_dim_qk) + " (tile_config.hpp: kBlockN / kAltBlockN)");
+                               std::to_string(tile_dqk) + " (tile_config.hpp: kBlockN / kAltBlockN)");
   }
   if (kernel->tuning_only && !kTuningKernelsBuilt) {
     return Status::Unsupported("sm90: the tuning kernel " + describe(*kernel) +
@@ -149,11 +153,24 @@ Status choose_forward_kernel(const AttentionParams& p, const ForwardOverrides& o
   return Status::Ok();
 }
 
+}  // namespace
+
+Status choose_forward_kernel(const AttentionParams& p, int tile_dqk, int tile_dv, const ForwardOverrides& o,
+                             ForwardKernel* kernel) {
+  const TileFacts config = tile_facts(tile_dqk, tile_dv);
+  if (!config.found) return Status::Unsupported("sm90: no tile configuration for these head dims");
+  if (tile_dqk < p.head_dim_qk || tile_dv < p.head_dim_v) return Status::Internal("sm90: a kernel narrower than the call");
+  const Status status = choose_kernel_of(p, tile_dqk, tile_dv, config, o, kernel);
+  kernel->head_dim_qk = tile_dqk;
+  kernel->head_dim_v = tile_dv;
+  return status;
+}
+
 Status plan_forward(const AttentionParams& p, const ForwardKernel& kernel, const DeviceFacts& device,
                     const ForwardOverrides& o, ForwardPlan* out) {
   ForwardPlan plan;
   plan.kernel = kernel;
-  const TileFacts config = tile_facts(p.head_dim_qk, p.head_dim_v, kernel.shape);
+  const TileFacts config = tile_facts(kernel.head_dim_qk, kernel.head_dim_v, kernel.shape);
   if (!config.found) return Status::Internal("sm90: plan for a kernel without a tile configuration");
   const attn::VisibilityMask mask = call_mask(p);
   const int cluster_m = kernel.cluster_m;
@@ -215,7 +232,7 @@ Status plan_forward(const AttentionParams& p, const ForwardKernel& kernel, const
   if (kernel.varlen) plan.workspace_zeroed_bytes = plan.workspace_bytes = sizeof(int);
   if (plan.tail.active()) {
     const size_t ctas = (size_t)plan.grid_units * cluster_m;
-    const size_t floats_per_thread = p.head_dim_v / 2 + 4;
+    const size_t floats_per_thread = kernel.head_dim_v / 2 + 4;  // the kernel's O fragment (padded or not)
     plan.workspace_zeroed_bytes = (ctas * config.consumer_warpgroups * sizeof(int) + 255) / 256 * 256;
     plan.workspace_bytes = plan.workspace_zeroed_bytes + ctas * sizeof(float) * floats_per_thread * 128 *
                                                              config.consumer_warpgroups;
@@ -225,7 +242,8 @@ Status plan_forward(const AttentionParams& p, const ForwardKernel& kernel, const
 }
 
 std::string describe(const ForwardKernel& k) {
-  std::string s = k.schedule == Schedule::kSerial ? "serial" : "overlap";
+  std::string s = std::to_string(k.head_dim_qk) + "/" + std::to_string(k.head_dim_v) + " ";
+  s += k.schedule == Schedule::kSerial ? "serial" : "overlap";
   s += " kBlockN " + std::to_string(k.block_n);
   if (k.shape == TileShape::kLong) s += " long-shape";
   if (k.shape == TileShape::kShort) s += " short-shape";

@@ -39,6 +39,8 @@ TileFacts tile_facts(int head_dim_qk, int head_dim_v, TileShape shape = TileShap
 
 // The compiled kernel a call runs on: the template arguments of its KernelTraits (kernel_traits.cuh).
 struct ForwardKernel {
+  // The kernel's head dims: the call's, or a covering pair it is padded to (api/built_kernels.hpp).
+  int head_dim_qk = 0, head_dim_v = 0;
   TileShape shape = TileShape::kDefault;
   Schedule schedule = Schedule::kOverlapPingPong;
   int block_n = 0;
@@ -51,8 +53,11 @@ struct ForwardKernel {
   bool operator==(const ForwardKernel&) const = default;
 };
 
-// Picks the kernel. Not ok (Unsupported) only for overrides that name a kernel that does not exist.
-Status choose_forward_kernel(const AttentionParams& params, const ForwardOverrides& overrides, ForwardKernel* kernel);
+// Picks the kernel among those of the (tile_dqk, tile_dv) instantiation: the call's head dims, or the
+// covering pair it is padded to (launch.cu picks it from the built ones). Not ok (Unsupported) for
+// head dims without a tile configuration and for overrides that name a kernel that does not exist.
+Status choose_forward_kernel(const AttentionParams& params, int tile_dqk, int tile_dv, const ForwardOverrides& overrides,
+                             ForwardKernel* kernel);
 
 // What the launch needs beyond the kernel: device facts measured by the launcher.
 struct DeviceFacts {

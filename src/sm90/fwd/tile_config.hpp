@@ -208,6 +208,32 @@ struct TileConfig<192, 128> : TileConfig<128, 128> {
   static constexpr int kLongMinSeqlenK = 0;
 };
 
+// d80 and d160: their own kernels rather than padding to d96 / d256 (api/built_kernels.hpp), which
+// would spend 20% / 60% more tensor-core work on zero columns (docs/design/head-dims.md).
+//   d80: d128's shape and shared memory (80 columns occupy 128 in the swizzled tiles); S = Q K^T is
+//   5 k-steps, O += P V one m64n80 wgmma (O: 40 fp32 per thread).
+template <>
+struct TileConfig<80, 80> : TileConfig<128, 128> {
+  static constexpr int kClusterM = 1;  // 80 columns: two 64-column chunks, the second mostly zeros
+  static constexpr int kLongMinSeqlenK = 0;
+};
+
+//   d160: tiles 192 columns wide in shared memory. Q 48 KiB + 2 stages x (K + V) 2 x 42 KiB at
+//   kBlockN 112 = 216 KiB: no room for a second Q or the O staging tiles (direct-store epilogue).
+//   Registers: O 80 + S, next S 56 each + P 28 = 220 of 240.
+template <>
+struct TileConfig<160, 160> : TileConfig<128, 128> {
+  static constexpr int kBlockN = 112;
+  static constexpr int kDenseBlockN = 112;
+  static constexpr int kVarlenBlockN = 96;
+  static constexpr int kQStages = 1;
+  static constexpr int kAltBlockN = 64;
+  static constexpr int kAltStages = 2;
+  static constexpr bool kEpilogueTma = false;
+  static constexpr int kClusterM = 1;  // three 64-column chunks
+  static constexpr int kLongMinSeqlenK = 0;
+};
+
 // The kBlockN a kernel of `Config` runs at (unless a tuning knob picks kAltBlockN): kVarlenBlockN for
 // per-sequence lengths, kDenseBlockN when every query row sees every key, kBlockN otherwise.
 template <class Config>
