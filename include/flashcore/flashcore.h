@@ -171,6 +171,19 @@ FLASHCORE_API const char* fc_status_name(fc_status code);
 /* Version, compiled architectures, head dims, dtypes and paths. Static storage. */
 FLASHCORE_API const char* fc_build_info(void);
 
+/* What a call left to the automatic path does when only the naive reference kernel can run it
+ * (flashcore::SlowPathPolicy in flashcore.hpp): FC_SLOW_PATH_WARN (the default; one message per
+ * distinct reason, to stderr or the handler), FC_SLOW_PATH_ERROR (strict: the call fails with
+ * FC_STATUS_UNSUPPORTED, writing nothing), FC_SLOW_PATH_ALLOW. The environment variable
+ * FLASHCORE_STRICT=1 starts a process in FC_SLOW_PATH_ERROR. */
+#define FC_SLOW_PATH_WARN 0
+#define FC_SLOW_PATH_ERROR 1
+#define FC_SLOW_PATH_ALLOW 2
+FLASHCORE_API fc_status fc_set_slow_path_policy(int32_t policy);
+FLASHCORE_API int32_t fc_slow_path_policy(void);
+/* The warning handler (NULL: stderr); it may be called from any thread that calls flashcore. */
+FLASHCORE_API void fc_set_slow_path_handler(void (*handler)(const char* message));
+
 /* Merging attention states (flashcore::MergeStatesParams in flashcore.hpp states the rules): two
  * attentions of the same queries over disjoint key sets combined into the attention over their union,
  *   lse = log(exp(lse_a) + exp(lse_b)),  o = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b.

@@ -327,6 +327,26 @@ FLASHCORE_API std::vector<Support> supports(const AttentionParams& params);
 // The path attention_forward would pick (kAuto resolved), or an error if none can run the call.
 FLASHCORE_API Status select_path(const AttentionParams& params, KernelPath* chosen);
 
+// ---- No silent slow path ----------------------------------------------------------------------
+// A call left to kAuto whose tensors live on a GPU, and that no fused path (decode, sm90, sm80) takes
+// even after its operands are copied to aligned buffers (attention_forward does that where it lets a
+// fused path run), runs on the naive reference kernel: tens to hundreds of times slower. The policy
+// decides what such a call does (forward, KV-cache call and backward alike):
+//   kWarn   (default) it runs; the warning handler gets one message per distinct set of reasons,
+//           naming each fused path's reason and the fix;
+//   kError  ("strict") it fails with Unsupported and that message, writing nothing;
+//   kAllow  it runs silently.
+// A call that asks for KernelPath::kNaiveGpu itself is never warned about. The initial policy is
+// kError when the environment variable FLASHCORE_STRICT is set to anything but "" or "0" (read once,
+// at the first call that needs it), else kWarn.
+enum class SlowPathPolicy : int { kWarn = 0, kError = 1, kAllow = 2 };
+FLASHCORE_API void set_slow_path_policy(SlowPathPolicy policy);
+FLASHCORE_API SlowPathPolicy slow_path_policy();
+// The warning handler (called on the calling thread, possibly from several threads); nullptr restores
+// the default, which writes the message to stderr.
+using SlowPathHandler = void (*)(const char* message);
+FLASHCORE_API void set_slow_path_handler(SlowPathHandler handler);
+
 // Library build facts: version, compiled architectures, head dims and dtypes.
 FLASHCORE_API std::string build_info();
 

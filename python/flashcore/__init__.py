@@ -11,13 +11,32 @@ binding. Errors: flashcore.InvalidArgumentError for a call that breaks a rule (t
 argument; a ValueError and also a RuntimeError, which is what flash-attn users catch),
 flashcore.UnsupportedError (a NotImplementedError, hence RuntimeError) for a valid call no kernel path
 of this build/device runs, RuntimeError for CUDA failures.
+
+No silent slow path: a call on a GPU that no fused kernel takes runs on the naive reference kernel
+(tens to hundreds of times slower) with a flashcore.SlowPathWarning, once per distinct reason, naming
+the reason and the fix; flashcore.set_strict(True), or FLASHCORE_STRICT=1 in the environment (read
+once), makes such calls raise flashcore.UnsupportedError instead. Tensors whose only problem is their
+alignment (a base or stride that is not a multiple of 16 bytes, a head dim that is not a multiple of
+8) are copied to aligned buffers and run on the fused kernels, silently.
 """
 
 from . import _C
-from ._C import InvalidArgumentError, UnsupportedError, build_info
+from ._C import InvalidArgumentError, SlowPathWarning, UnsupportedError, build_info
 from ._params import set_check_device_metadata
 
 __version__ = "0.1.0"
+
+
+def set_strict(enabled: bool = True) -> None:
+    """Strict mode on (True) or off (False): a call that only the naive reference kernel can run
+    raises UnsupportedError, naming why, instead of running with a SlowPathWarning. Process-wide;
+    FLASHCORE_STRICT=1 in the environment starts a process in strict mode."""
+    _C.set_slow_path_policy(1 if enabled else 0)
+
+
+def is_strict() -> bool:
+    """Whether strict mode is on (set_strict, or FLASHCORE_STRICT=1 at the first call)."""
+    return _C.slow_path_policy() == 1
 
 _TORCH_API = (
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
@@ -43,4 +62,5 @@ else:
                               "flashcore.host runs on numpy arrays")
         raise AttributeError(f"module 'flashcore' has no attribute {name!r}")
 
-__all__ = ["InvalidArgumentError", "UnsupportedError", "build_info", "set_check_device_metadata", *_TORCH_API]
+__all__ = ["InvalidArgumentError", "SlowPathWarning", "UnsupportedError", "build_info", "is_strict",
+           "set_check_device_metadata", "set_strict", *_TORCH_API]

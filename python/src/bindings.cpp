@@ -49,6 +49,21 @@ PyObject* set_error(const Status& status) {
   return nullptr;
 }
 
+// The slow-path warning (flashcore.hpp, SlowPathPolicy) of a call made from Python: the C++ handler
+// runs on the calling thread with the GIL released, so it only records the message; the binding
+// raises it as a flashcore.SlowPathWarning once the call has returned and the GIL is held again.
+PyObject* g_slow_path_warning = nullptr;
+thread_local std::string t_pending_warning;
+void record_slow_path_warning(const char* message) { t_pending_warning = message; }
+
+// After a call (GIL held): false when the warning became an exception (a warnings filter "error").
+bool emit_pending_warning() {
+  if (t_pending_warning.empty()) return true;
+  std::string message;
+  message.swap(t_pending_warning);
+  return PyErr_WarnEx(g_slow_path_warning, message.c_str(), 2) == 0;
+}
+
 // Reads (params[, stream]) of forward/validate; false with a TypeError set when they do not parse.
 bool parse_params(PyObject* args, PyObject* kwargs, const AttentionParams** params, cudaStream_t* stream,
                   bool with_stream) {
@@ -91,6 +106,7 @@ PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
   status = flashcore::attention_forward(call, stream);
   Py_END_ALLOW_THREADS
   if (!status.ok()) return set_error(status);
+  if (!emit_pending_warning()) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -157,6 +173,7 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   status = flashcore::attention_forward(p, stream);
   Py_END_ALLOW_THREADS
   if (!status.ok()) return set_error(status);
+  if (!emit_pending_warning()) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -258,6 +275,23 @@ PYBIND11_MODULE(_C, m) {
   Py_DECREF(invalid_bases);
   if (g_invalid_argument_error == nullptr) throw py::error_already_set();
   m.attr("InvalidArgumentError") = py::handle(g_invalid_argument_error);
+  g_slow_path_warning = PyErr_NewExceptionWithDoc(
+      "flashcore._C.SlowPathWarning",
+      "A call ran on the naive reference kernel because no fused kernel takes it (the message says why and "
+      "how to fix it); flashcore.set_strict(True) makes such calls raise UnsupportedError instead.",
+      PyExc_UserWarning, nullptr);
+  if (g_slow_path_warning == nullptr) throw py::error_already_set();
+  m.attr("SlowPathWarning") = py::handle(g_slow_path_warning);
+  flashcore::set_slow_path_handler(&record_slow_path_warning);
+  m.def(
+      "set_slow_path_policy", [](int policy) {
+        if (policy < 0 || policy > 2) throw py::value_error("policy: 0 (warn), 1 (error) or 2 (allow)");
+        flashcore::set_slow_path_policy(static_cast<flashcore::SlowPathPolicy>(policy));
+      },
+      py::arg("policy"), "flashcore::set_slow_path_policy: 0 warn (default), 1 error (strict), 2 allow.");
+  m.def(
+      "slow_path_policy", [] { return static_cast<int>(flashcore::slow_path_policy()); },
+      "flashcore::slow_path_policy: 0 warn, 1 error (strict; FLASHCORE_STRICT=1 starts there), 2 allow.");
 
   py::enum_<StatusCode>(m, "StatusCode")
       .value("OK", StatusCode::kOk)
@@ -365,6 +399,7 @@ PYBIND11_MODULE(_C, m) {
           set_error(status);
           throw py::error_already_set();
         }
+        if (!emit_pending_warning()) throw py::error_already_set();
       },
       py::arg("forward"), py::arg("dout"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("deterministic") = false,
       py::arg("stream") = 0,
@@ -404,6 +439,7 @@ PYBIND11_MODULE(_C, m) {
           set_error(status);
           throw py::error_already_set();
         }
+        if (!emit_pending_warning()) throw py::error_already_set();
       },
       py::arg("attention"), py::arg("cache_seqlens"), py::arg("k_new"), py::arg("v_new"), py::arg("seqlen_new"),
       py::arg("rotary_cos"), py::arg("rotary_sin"), py::arg("rotary_dim"), py::arg("rotary_len"),

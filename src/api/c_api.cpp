@@ -240,6 +240,20 @@ const char* fc_status_name(fc_status code) {
   }
 }
 
+fc_status fc_set_slow_path_policy(int32_t policy) {
+  if (policy != FC_SLOW_PATH_WARN && policy != FC_SLOW_PATH_ERROR && policy != FC_SLOW_PATH_ALLOW) {
+    return flashcore::record(flashcore::Status::InvalidArgument(
+        "policy: must be FC_SLOW_PATH_WARN (0), FC_SLOW_PATH_ERROR (1) or FC_SLOW_PATH_ALLOW (2) (got " +
+        std::to_string(policy) + ")"));
+  }
+  flashcore::set_slow_path_policy(static_cast<flashcore::SlowPathPolicy>(policy));
+  return flashcore::record(flashcore::Status::Ok());
+}
+
+int32_t fc_slow_path_policy(void) { return static_cast<int32_t>(flashcore::slow_path_policy()); }
+
+void fc_set_slow_path_handler(void (*handler)(const char* message)) { flashcore::set_slow_path_handler(handler); }
+
 const char* fc_build_info(void) {
   try {
     static const std::string info = flashcore::build_info();

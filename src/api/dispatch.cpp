@@ -6,6 +6,8 @@
 #include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "api/paths.hpp"
+#include "api/realign.hpp"
+#include "api/slow_path.hpp"
 #include "common/cuda_check.hpp"
 
 namespace flashcore {
@@ -131,13 +133,14 @@ std::vector<Support> supports(const AttentionParams& params) {
 
 namespace detail {
 
-Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen) {
+Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen, std::string* refusals) {
   std::string reasons;
   for (const auto& ops : detail::path_table()) {
     if (params.path != KernelPath::kAuto && ops.path != params.path) continue;
     const std::string why_not = ops.supports(params, info);
     if (why_not.empty()) {
       *chosen = ops;
+      if (refusals != nullptr) *refusals = reasons;
       return Status::Ok();
     }
     reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
@@ -172,7 +175,14 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
     detail::DeviceInfo info;
     FC_RETURN_IF_ERROR(detail::query_device(params, &info));
     detail::PathOps ops{};
-    FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops));
+    std::string refusals;
+    FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops, &refusals));
+    if (detail::fell_back_to_naive(params, ops.path)) {
+      bool ran = false;  // on aligned copies of the operands, where that lets a fused path run
+      FC_RETURN_IF_ERROR(detail::run_realigned(params, info, stream, &ran));
+      if (ran) return Status::Ok();
+      FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_forward", refusals));
+    }
     return ops.run(params, info, stream);
   });
 }
@@ -204,13 +214,15 @@ Status check_gradient_placement(const BackwardParams& bp, const detail::DeviceIn
 
 namespace {
 
-Status select_backward(const BackwardParams& params, const detail::DeviceInfo& info, detail::BackwardOps* chosen) {
+Status select_backward(const BackwardParams& params, const detail::DeviceInfo& info, detail::BackwardOps* chosen,
+                       std::string* refusals = nullptr) {
   std::string reasons;
   for (const auto& ops : backward_path_table()) {
     if (params.forward.path != KernelPath::kAuto && ops.path != params.forward.path) continue;
     const std::string why_not = ops.supports(params, info);
     if (why_not.empty()) {
       *chosen = ops;
+      if (refusals != nullptr) *refusals = reasons;
       return Status::Ok();
     }
     reasons += std::string("\n  ") + kernel_path_name(ops.path) + ": " + why_not;
@@ -242,7 +254,11 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
     FC_RETURN_IF_ERROR(detail::query_device(f, &info));
     FC_RETURN_IF_ERROR(check_gradient_placement(params, info));
     detail::BackwardOps ops{};
-    FC_RETURN_IF_ERROR(select_backward(params, info, &ops));
+    std::string refusals;
+    FC_RETURN_IF_ERROR(select_backward(params, info, &ops, &refusals));
+    if (detail::fell_back_to_naive(f, ops.path)) {
+      FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_backward", refusals));
+    }
     return ops.run(params, info, stream);
   });
 }

@@ -3,6 +3,8 @@
 // "not built" so the error comes from the same table as every other capability.
 #pragma once
 
+#include <string>
+
 #include "flashcore/flashcore.hpp"
 
 namespace flashcore::detail {
@@ -32,7 +34,15 @@ struct PathOps {
 // (params.path pins one), or Unsupported with every path's reason. For callers that know the device
 // facts already (the KV-cache call, whose stream-ordered temporaries cannot be classified while a
 // graph is being captured).
-Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen);
+// `refusals`, when given, receives the "\n  <path>: <reason>" lines of the paths passed over.
+Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOps* chosen,
+                   std::string* refusals = nullptr);
+
+// Whether a call that chose `chosen` by kAuto landed on the naive GPU reference: the slow-path
+// policy applies (api/slow_path.hpp).
+inline bool fell_back_to_naive(const AttentionParams& params, KernelPath chosen) {
+  return params.path == KernelPath::kAuto && chosen == KernelPath::kNaiveGpu;
+}
 
 // The backward of a path (one table per operation: a path lists its backward here once it has one).
 struct BackwardOps {

@@ -24,6 +24,7 @@
 #include "api/guard.hpp"
 #include "api/memory.hpp"
 #include "api/paths.hpp"
+#include "api/slow_path.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
 #include "common/dtype.hpp"
@@ -366,7 +367,12 @@ class StreamTemporaries {
 Status select_device_path(const KvCacheParams& p, const AttentionParams& inner, detail::DeviceInfo* info,
                           detail::PathOps* chosen) {
   FC_RETURN_IF_ERROR(detail::query_device(p.attention, info));
-  return detail::select_path(inner, *info, chosen);
+  std::string refusals;
+  FC_RETURN_IF_ERROR(detail::select_path(inner, *info, chosen, &refusals));
+  if (detail::fell_back_to_naive(inner, chosen->path)) {
+    FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_with_kvcache", refusals));
+  }
+  return Status::Ok();
 }
 
 Status run_on_device(const KvCacheParams& p, cudaStream_t stream) {

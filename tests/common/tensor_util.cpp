@@ -40,6 +40,11 @@ TensorStrides strides_for(Layout layout, int64_t outer, int64_t tokens, int64_t 
       s.seq = heads * s.head + kLayoutPad;
       s.batch = tokens * s.seq;
       break;
+    case Layout::kOddBSHD:
+      s.head = dim + 1;
+      s.seq = heads * s.head + 1;
+      s.batch = tokens * s.seq;
+      break;
   }
   s.elements = outer * s.batch;
   return s;
@@ -50,6 +55,7 @@ const char* layout_name(Layout layout) {
     case Layout::kBSHD: return "BSHD";
     case Layout::kBHSD: return "BHSD";
     case Layout::kPaddedBSHD: return "padded-BSHD";
+    case Layout::kOddBSHD: return "odd-BSHD";
   }
   return "?";
 }

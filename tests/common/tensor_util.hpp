@@ -23,6 +23,8 @@ enum class Layout {
   kBSHD,        // flash-attn's dense [B, S, H, D]
   kBHSD,        // PyTorch's [B, H, S, D] (dense only; not for varlen)
   kPaddedBSHD,  // [B, S, H, D] with kLayoutPad unused elements after each head and each token
+  kOddBSHD,     // [B, S, H, D] with one unused element after each head and each token: strides that
+                // no 16-byte vector access allows (the realigned-copy tests, api/realign.hpp)
 };
 inline constexpr int kLayoutPad = 8;  // a multiple of 8 keeps 16-byte alignment for vector loads
 

@@ -281,3 +281,18 @@ TEST(CApi, BackwardMatchesTheCppApiAndNamesErrors) {
 }
 
 }  // namespace
+
+// The slow-path policy through the C ABI: the three values round-trip, anything else is refused
+// with the argument named and the policy unchanged. (Host calls never reach the naive GPU kernel,
+// so the policy does not touch them: a CPU-reference call runs in strict mode.)
+TEST(CApi, SlowPathPolicyRoundTripsAndRejectsUnknownValues) {
+  const int32_t saved = fc_slow_path_policy();
+  for (int32_t policy : {FC_SLOW_PATH_ERROR, FC_SLOW_PATH_ALLOW, FC_SLOW_PATH_WARN}) {
+    EXPECT_EQ(fc_set_slow_path_policy(policy), FC_STATUS_OK);
+    EXPECT_EQ(fc_slow_path_policy(), policy);
+  }
+  EXPECT_EQ(fc_set_slow_path_policy(7), FC_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error_message()).find("policy"), std::string::npos) << fc_last_error_message();
+  EXPECT_EQ(fc_slow_path_policy(), FC_SLOW_PATH_WARN);
+  EXPECT_EQ(fc_set_slow_path_policy(saved), FC_STATUS_OK);
+}

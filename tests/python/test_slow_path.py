@@ -1,0 +1,104 @@
+"""No silent slow path: a CUDA call that no fused kernel takes warns (flashcore.SlowPathWarning, once
+per distinct reason) or, in strict mode, raises UnsupportedError; tensors whose only problem is their
+alignment run on the fused kernels over aligned copies, strict mode or not."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashcore  # noqa: E402
+
+from attention_reference import attention  # noqa: E402
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture
+def strict():
+    was = flashcore.is_strict()
+    flashcore.set_strict(True)
+    yield
+    flashcore.set_strict(was)
+
+
+@pytest.fixture
+def not_strict():
+    was = flashcore.is_strict()
+    flashcore.set_strict(False)
+    yield
+    flashcore.set_strict(was)
+
+
+def inputs(d, dv=None, sq=40, sk=70, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(1, sq, 2, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(1, sk, 2, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(1, sk, 2, dv or d, device="cuda", generator=g).to(dtype)
+    return q, k, v
+
+
+def assert_close_to_reference(out, q, k, v, causal=False):
+    ref, _ = attention(*(t.detach().cpu().double().numpy() for t in (q, k, v)), causal=causal)
+    np.testing.assert_allclose(out.float().cpu().numpy(), ref, atol=2e-2, rtol=0)
+
+
+@requires_cuda
+def test_strict_mode_raises_where_only_the_naive_kernel_runs(strict):
+    q, k, v = inputs(264)  # above every fused kernel's head dims
+    with pytest.raises(flashcore.UnsupportedError, match="strict mode"):
+        flashcore.flash_attn_func(q, k, v)
+    # Asked for by name, the naive kernel runs in strict mode too.
+    out = flashcore.flash_attn_func(q, k, v, _path="naive")
+    assert_close_to_reference(out, q, k, v)
+
+
+@requires_cuda
+def test_the_naive_fallback_warns_once_per_reason_naming_it(not_strict):
+    q, k, v = inputs(280)
+    with pytest.warns(flashcore.SlowPathWarning, match="naive reference kernel") as record:
+        out = flashcore.flash_attn_func(q, k, v, causal=True)
+    assert any("280" in str(w.message) and "set_strict" in str(w.message) for w in record)
+    assert_close_to_reference(out, q, k, v, causal=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same reasons again: no second warning
+        flashcore.flash_attn_func(q, k, v, causal=True)
+
+
+@requires_cuda
+def test_a_warnings_filter_turns_the_warning_into_an_exception(not_strict):
+    q, k, v = inputs(296)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", flashcore.SlowPathWarning)
+        with pytest.raises(flashcore.SlowPathWarning):
+            flashcore.flash_attn_func(q, k, v)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_misaligned_tensors_run_fused_on_aligned_copies_in_strict_mode(strict, dtype):
+    # q, k, v one element past a 16-byte boundary (a view of a larger buffer), and head dim 36 (rows
+    # of 72 bytes): neither is a layout the fused kernels load directly.
+    base = torch.randn(1 + 3 * 60 * 2 * 64, device="cuda").to(dtype)
+    q, k, v = (base[1 + i * 60 * 2 * 64: 1 + (i + 1) * 60 * 2 * 64].view(1, 60, 2, 64) for i in range(3))
+    assert q.data_ptr() % 16 != 0
+    out = flashcore.flash_attn_func(q, k, v, causal=True)
+    assert_close_to_reference(out, q, k, v, causal=True)
+    q, k, v = inputs(36, dtype=dtype)
+    out = flashcore.flash_attn_func(q, k, v)
+    assert_close_to_reference(out, q, k, v)
+
+
+def test_flashcore_strict_in_the_environment_starts_in_strict_mode():
+    env = dict(os.environ, FLASHCORE_STRICT="1")
+    code = "import flashcore; print(flashcore.is_strict())"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "True", result.stderr
+    env["FLASHCORE_STRICT"] = "0"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr
