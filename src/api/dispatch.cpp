@@ -178,10 +178,14 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
     std::string refusals;
     FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops, &refusals));
     if (detail::fell_back_to_naive(params, ops.path)) {
-      bool ran = false;  // on aligned copies of the operands, where that lets a fused path run
-      FC_RETURN_IF_ERROR(detail::run_realigned(params, info, stream, &ran));
-      if (ran) return Status::Ok();
-      FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_forward", refusals));
+      // On aligned copies of the operands, where that lets a fused path run; a call too small for
+      // the copies to pay runs on the naive kernel as its fastest way, which is no slow path.
+      detail::Realigned realigned = detail::Realigned::kNotApplicable;
+      FC_RETURN_IF_ERROR(detail::run_realigned(params, info, stream, &realigned));
+      if (realigned == detail::Realigned::kRan) return Status::Ok();
+      if (realigned == detail::Realigned::kNotApplicable) {
+        FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_forward", refusals));
+      }
     }
     return ops.run(params, info, stream);
   });

@@ -15,7 +15,12 @@ namespace flashcore::detail {
 // dim rounded up to 8 elements, zero-filled past it (zero columns change no score and give O columns
 // that are not copied back); o is computed into such a buffer and copied out. The scale stays the
 // call's (1/sqrt of its own head dim by default).
-// *ran = false, with nothing allocated or written, when no fused path would take the aligned call.
-Status run_realigned(const AttentionParams& params, const DeviceInfo& info, cudaStream_t stream, bool* ran);
+enum class Realigned {
+  kRan,            // the call ran on a fused path over aligned copies
+  kNaiveIsFaster,  // a fused path would take the aligned call, but the call is too small for the
+                   // copies to pay: the naive kernel is its fastest way (nothing written yet)
+  kNotApplicable,  // no fused path would take the aligned call either (nothing written)
+};
+Status run_realigned(const AttentionParams& params, const DeviceInfo& info, cudaStream_t stream, Realigned* outcome);
 
 }  // namespace flashcore::detail

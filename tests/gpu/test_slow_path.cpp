@@ -93,11 +93,12 @@ TEST(SlowPath, MisalignedOperandsRunFusedOnAlignedCopiesEvenInStrictMode) {
       TestCase tc;
       tc.head_dim_qk = s.dqk, tc.head_dim_v = s.dv, tc.dtype = dtype, tc.layout = s.layout;
       tc.heads_q = 4, tc.heads_kv = 2, tc.causal = true, tc.seed = 4242u + uint64_t(s.dqk);
+      // Large enough for the copies to pay (smaller calls run on the naive kernel: realign.cu).
       if (s.varlen) {
-        tc.varlen_q = {70, 1, 200};
-        tc.varlen_k = {90, 5, 150};
+        tc.varlen_q = {700, 1, 900};
+        tc.varlen_k = {900, 5, 1200};
       } else {
-        tc.batch = 2, tc.seqlen_q = 200, tc.seqlen_k = 333;
+        tc.batch = 2, tc.seqlen_q = 500, tc.seqlen_k = 900;
       }
       FC_EXPECT_PATH_MATCHES_REFERENCE(tc, KernelPath::kAuto);
       ++ran;
@@ -105,6 +106,19 @@ TEST(SlowPath, MisalignedOperandsRunFusedOnAlignedCopiesEvenInStrictMode) {
   }
   EXPECT_EQ(g_warnings.load(), 0) << g_last_warning;
   if (ran == 0) GTEST_SKIP() << "no fused kernel in this build for these head dims";
+}
+
+// A misaligned call too small for the copies to pay runs on the naive kernel, its fastest way: no
+// warning, and strict mode accepts it.
+TEST(SlowPath, SmallMisalignedCallsRunNaiveWithoutWarningEvenInStrictMode) {
+  FC_REQUIRE_SM(80);
+  if (!fused(aligned_path(64, 64, DType::kBFloat16))) GTEST_SKIP() << "no fused d64 bf16 kernel in this build";
+  PolicyScope strict(SlowPathPolicy::kError);
+  TestCase tc;
+  tc.head_dim_qk = tc.head_dim_v = 64, tc.dtype = DType::kBFloat16, tc.layout = Layout::kOddBSHD;
+  tc.batch = 1, tc.seqlen_q = 16, tc.seqlen_k = 40, tc.heads_q = 2, tc.heads_kv = 2, tc.seed = 5;
+  FC_EXPECT_PATH_MATCHES_REFERENCE(tc, KernelPath::kAuto);
+  EXPECT_EQ(g_warnings.load(), 0) << g_last_warning;
 }
 
 // Head dim 264: above every fused kernel. Strict: Unsupported, naming strict mode and the paths'

@@ -84,12 +84,14 @@ def test_a_warnings_filter_turns_the_warning_into_an_exception(not_strict):
 def test_misaligned_tensors_run_fused_on_aligned_copies_in_strict_mode(strict, dtype):
     # q, k, v one element past a 16-byte boundary (a view of a larger buffer), and head dim 36 (rows
     # of 72 bytes): neither is a layout the fused kernels load directly.
-    base = torch.randn(1 + 3 * 60 * 2 * 64, device="cuda").to(dtype)
-    q, k, v = (base[1 + i * 60 * 2 * 64: 1 + (i + 1) * 60 * 2 * 64].view(1, 60, 2, 64) for i in range(3))
+    # Large enough for the copies to pay (smaller calls run on the naive kernel, their fastest way).
+    n = 1024 * 2 * 64
+    base = torch.randn(1 + 3 * n, device="cuda").to(dtype)
+    q, k, v = (base[1 + i * n: 1 + (i + 1) * n].view(1, 1024, 2, 64) for i in range(3))
     assert q.data_ptr() % 16 != 0
     out = flashcore.flash_attn_func(q, k, v, causal=True)
     assert_close_to_reference(out, q, k, v, causal=True)
-    q, k, v = inputs(36, dtype=dtype)
+    q, k, v = inputs(36, sq=1024, sk=1024, dtype=dtype)
     out = flashcore.flash_attn_func(q, k, v)
     assert_close_to_reference(out, q, k, v)
 
