@@ -1,8 +1,11 @@
 """flashcore as an attention implementation of Hugging Face transformers (v5's AttentionInterface).
 
     import flashcore.integrations.transformers as fc_hf
-    fc_hf.register()                                   # once; name "flashcore" by default
-    model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flashcore")
+    fc_hf.register()                                   # once; returns the name, "fc_attention"
+    model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="fc_attention")
+
+(The name must not contain "flash": transformers treats such implementations as flash-attn kernels
+to load from its hub.)
 
 What the attention function does with what a model passes it:
   * query [B, Hq, Sq, D], key / value [B, Hkv, Sk, D] (GQA / MQA as they are; the KV cache's keys
@@ -29,7 +32,7 @@ import torch
 
 from .. import interface
 
-DEFAULT_NAME = "flashcore"
+DEFAULT_NAME = "fc_attention"
 
 
 def _window(sliding_window) -> tuple:
@@ -88,6 +91,9 @@ def flashcore_attention_forward(module: torch.nn.Module, query: torch.Tensor, ke
 def register(name: str = DEFAULT_NAME) -> str:
     """Registers flashcore's attention function, and the 2-D padding-mask builder of transformers'
     flash implementations, under `name` (pass it as attn_implementation). Returns the name."""
+    if "flash" in name:
+        raise ValueError(f"name: must not contain 'flash' (transformers would look for a flash-attn kernel "
+                         f"named {name!r} on its hub); got {name!r}")
     from transformers import AttentionInterface
     AttentionInterface.register(name, flashcore_attention_forward)
     try:
