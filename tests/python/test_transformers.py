@@ -52,7 +52,15 @@ def batch(padded):
 @requires_cuda
 @pytest.mark.parametrize("padded", [False, True], ids=["no-padding", "padding"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma2"])
-def test_logits_within_2x_eager_error(arch, padded):
+def test_logits_within_2x_eager_error(arch, padded, monkeypatch):
+    calls = {"flash_attn_func": 0, "flash_attn_varlen_func": 0}
+    for fn in calls:  # count what the registered function runs (a silent sdpa fallback would run neither)
+        original = getattr(fc_hf.interface, fn)
+
+        def counted(*args, _fn=fn, _original=original, **kwargs):
+            calls[_fn] += 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(fc_hf.interface, fn, counted)
     oracle = build(arch, "eager", torch.float32)
     state = oracle.state_dict()
     ids, mask = batch(padded)
@@ -64,7 +72,10 @@ def test_logits_within_2x_eager_error(arch, padded):
             logits = build(arch, impl, torch.bfloat16, state)(input_ids=ids, attention_mask=mask).logits.float()
             assert torch.isfinite(logits[keep]).all(), impl
             err[impl] = (logits - ref)[keep].abs().max().item()
+    print(f"{arch} {'padded' if padded else 'dense'}: max logit error vs fp32 eager: {err}")
     assert err[NAME] <= 2 * err["eager"] + 1e-3, err
+    layers = SMALL["num_hidden_layers"]
+    assert calls["flash_attn_varlen_func" if padded else "flash_attn_func"] == layers, calls
 
 
 @requires_cuda
