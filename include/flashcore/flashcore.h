@@ -171,6 +171,11 @@ FLASHCORE_API const char* fc_status_name(fc_status code);
 /* Version, compiled architectures, head dims, dtypes and paths. Static storage. */
 FLASHCORE_API const char* fc_build_info(void);
 
+/* Waits for `stream` (NULL: the legacy default stream), then reports the problem the device check of
+ * an earlier call's varlen metadata found (check_device_metadata 0, or a captured graph) as
+ * FC_STATUS_INVALID_ARGUMENT with its message, clearing it; FC_STATUS_OK if none. */
+FLASHCORE_API fc_status fc_check_errors(void* stream);
+
 /* What a call left to the automatic path does when only the naive reference kernel can run it
  * (flashcore::SlowPathPolicy in flashcore.hpp): FC_SLOW_PATH_WARN (the default; one message per
  * distinct reason, to stderr or the handler), FC_SLOW_PATH_ERROR (strict: the call fails with

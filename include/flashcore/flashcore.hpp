@@ -138,9 +138,11 @@ struct FLASHCORE_API AttentionParams {
   const int32_t* seqused_k = nullptr;     // [B], optional: only the first seqused_k[b] keys count
   int64_t total_q = 0;                    // varlen: rows of q/o (cu_seqlens_q[B] must be <= this)
   int64_t total_k = 0;                    // varlen: rows of k/v
-  // Device-resident cu_seqlens/seqused_k are copied to the host and checked (one stream sync) when
-  // true. Set false in hot loops to trust them (no sync); their bounds are then the caller's promise.
-  // (While the stream captures a CUDA graph they are never read.)
+  // Device-resident cu_seqlens/seqused_k are copied to the host and checked before the call runs
+  // (one stream sync) when true. False (and while the stream captures a CUDA graph): no sync; a
+  // one-block kernel checks them on the device in stream order and the next call, or check_errors(),
+  // reports a problem it found; the kernels clamp every length into the tensors meanwhile, so a
+  // malformed array gives wrong results but no access outside them (docs/validation.md).
   bool check_device_metadata = true;
 
   // ---- KV cache: paged K/V, batch index, left padding (docs/semantics.md, "KV cache") ---------
@@ -326,6 +328,11 @@ FLASHCORE_API std::vector<Support> supports(const AttentionParams& params);
 
 // The path attention_forward would pick (kAuto resolved), or an error if none can run the call.
 FLASHCORE_API Status select_path(const AttentionParams& params, KernelPath* chosen);
+
+// Waits for `stream`, then reports the problem that the device check of an earlier call's varlen
+// metadata found (AttentionParams::check_device_metadata false, or a captured graph), clearing it;
+// Ok if none. Every call reports it too, before running anything.
+FLASHCORE_API Status check_errors(cudaStream_t stream = nullptr);
 
 // ---- No silent slow path ----------------------------------------------------------------------
 // A call left to kAuto whose tensors live on a GPU, and that no fused path (decode, sm90, sm80) takes

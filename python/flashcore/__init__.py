@@ -34,6 +34,16 @@ def set_strict(enabled: bool = True) -> None:
     _C.set_slow_path_policy(1 if enabled else 0)
 
 
+def check_errors() -> None:
+    """Waits for the current CUDA stream, then raises InvalidArgumentError for a problem the device
+    check found in an earlier varlen call's cu_seqlens / seqused_k (set_check_device_metadata(False),
+    the default, or a captured graph); the next flashcore call would raise it otherwise."""
+    stream = 0
+    if _torch is not None and _torch.cuda.is_available():
+        stream = _torch.cuda.current_stream().cuda_stream
+    _C.check_errors(stream)
+
+
 def is_strict() -> bool:
     """Whether strict mode is on (set_strict, or FLASHCORE_STRICT=1 at the first call)."""
     return _C.slow_path_policy() == 1
@@ -62,5 +72,5 @@ else:
                               "flashcore.host runs on numpy arrays")
         raise AttributeError(f"module 'flashcore' has no attribute {name!r}")
 
-__all__ = ["InvalidArgumentError", "SlowPathWarning", "UnsupportedError", "build_info", "is_strict",
+__all__ = ["InvalidArgumentError", "SlowPathWarning", "UnsupportedError", "build_info", "check_errors", "is_strict",
            "set_check_device_metadata", "set_strict", *_TORCH_API]

@@ -164,16 +164,19 @@ def check_inputs(q: ArrayDesc, k: ArrayDesc, v: ArrayDesc, *, cu_seqlens_q: Opti
         _expect_last_dim_contiguous(alibi_slopes)
 
 
-# Whether a call with device-resident cu_seqlens / seqused_k copies them to the host to validate them
-# (one stream synchronization per call). flashcore.set_check_device_metadata(False) trusts them
-# instead, as flash-attn does: no sync, and bounds become the caller's promise. Graph capture never
-# reads them either way.
-check_device_metadata = True
+# Whether a call with device-resident cu_seqlens / seqused_k copies them to the host to check them
+# before it runs (True: one stream synchronization per call, and a bad array fails that call). False,
+# the default (as flash-attn: no sync): a one-block kernel checks them on the device, in stream order,
+# and the next flashcore call or flashcore.check_errors() raises for a problem it found; the kernels
+# clamp every length into the tensors meanwhile (wrong results, no access outside them). Graph capture
+# never reads them on the host either way.
+check_device_metadata = False
 
 
 def set_check_device_metadata(enabled: bool) -> None:
-    """Validate device-resident cu_seqlens/seqused_k on every varlen call (True, default: one
-    stream sync per call) or trust them (False: no sync, as flash-attn)."""
+    """Check device-resident cu_seqlens/seqused_k on the host before each varlen call runs (True: one
+    stream sync per call, the bad call itself raises), or on the device without a sync (False, the
+    default: the next call or flashcore.check_errors() raises)."""
     global check_device_metadata
     check_device_metadata = bool(enabled)
 

@@ -290,6 +290,22 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("policy"), "flashcore::set_slow_path_policy: 0 warn (default), 1 error (strict), 2 allow.");
   m.def(
+      "check_errors",
+      [](uintptr_t stream) {
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = flashcore::check_errors(reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!status.ok()) {
+          set_error(status);
+          throw py::error_already_set();
+        }
+      },
+      py::arg("stream") = 0,
+      "flashcore::check_errors: waits for `stream`, then raises for a problem the device check of an earlier "
+      "varlen call's metadata found.");
+  m.def(
       "slow_path_policy", [] { return static_cast<int>(flashcore::slow_path_policy()); },
       "flashcore::slow_path_policy: 0 warn, 1 error (strict; FLASHCORE_STRICT=1 starts there), 2 allow.");
 

@@ -240,6 +240,10 @@ const char* fc_status_name(fc_status code) {
   }
 }
 
+fc_status fc_check_errors(void* stream) {
+  return flashcore::record(flashcore::check_errors(static_cast<cudaStream_t>(stream)));
+}
+
 fc_status fc_set_slow_path_policy(int32_t policy) {
   if (policy != FC_SLOW_PATH_WARN && policy != FC_SLOW_PATH_ERROR && policy != FC_SLOW_PATH_ALLOW) {
     return flashcore::record(flashcore::Status::InvalidArgument(

@@ -5,6 +5,7 @@
 
 #include "api/guard.hpp"
 #include "api/memory.hpp"
+#include "api/metadata_check.hpp"
 #include "api/paths.hpp"
 #include "api/realign.hpp"
 #include "api/slow_path.hpp"
@@ -167,6 +168,7 @@ Status select_path(const AttentionParams& params, KernelPath* chosen) {
 
 Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
   return detail::status_guard("attention_forward", [&]() -> Status {
+    FC_RETURN_IF_ERROR(detail::take_deferred_error());
     FC_RETURN_IF_ERROR(validate(params, stream));
     // B = 0 or no query rows: a valid call with nothing to write. (Sk = 0 with query rows is not
     // empty: every row then has no visible key and gets o = 0, lse = -inf.)
@@ -177,6 +179,7 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
     detail::PathOps ops{};
     std::string refusals;
     FC_RETURN_IF_ERROR(detail::select_path(params, info, &ops, &refusals));
+    FC_RETURN_IF_ERROR(detail::check_metadata_on_device(params, stream));
     if (detail::fell_back_to_naive(params, ops.path)) {
       // On aligned copies of the operands, where that lets a fused path run; a call too small for
       // the copies to pay runs on the naive kernel as its fastest way, which is no slow path.
@@ -250,6 +253,7 @@ Status select_backward_path(const BackwardParams& params, KernelPath* chosen) {
 
 Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
   return detail::status_guard("attention_backward", [&]() -> Status {
+    FC_RETURN_IF_ERROR(detail::take_deferred_error());
     FC_RETURN_IF_ERROR(validate_backward(params, stream));
     const AttentionParams& f = params.forward;
     const bool no_rows = f.batch == 0 || (f.is_varlen() ? f.total_q == 0 : f.seqlen_q == 0);
@@ -260,6 +264,7 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
     detail::BackwardOps ops{};
     std::string refusals;
     FC_RETURN_IF_ERROR(select_backward(params, info, &ops, &refusals));
+    FC_RETURN_IF_ERROR(detail::check_metadata_on_device(f, stream));
     if (detail::fell_back_to_naive(f, ops.path)) {
       FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_backward", refusals));
     }

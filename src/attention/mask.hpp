@@ -68,30 +68,38 @@ struct SequenceExtent {
 
 // Resolves batch entry b from the varlen metadata (any of the three pointers may be null: dense
 // lengths then apply). The arrays must be readable from the calling side (host pointers on the CPU,
-// device pointers in a kernel).
+// device pointers in a kernel). Every value is clamped into what the tensors hold — a sequence's
+// tokens into [0, total_q) / [0, total_k), seqused_k into its keys — so arrays that no one checked
+// before the launch (flashcore's no-sync varlen calls: api/metadata_check.hpp reports them) can give
+// wrong results but never an access outside q, k, v or o. Valid arrays pass unchanged.
+FC_HOST_DEVICE int64_t clamp_i64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 FC_HOST_DEVICE SequenceExtent sequence_extent(const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
-                                              const int32_t* seqused_k, int seqlen_q, int seqlen_k, int b) {
+                                              const int32_t* seqused_k, int seqlen_q, int seqlen_k, int64_t total_q,
+                                              int64_t total_k, int b) {
   SequenceExtent e;
   if (cu_seqlens_q != nullptr) {
-    e.q_start = cu_seqlens_q[b];
-    e.seqlen_q = cu_seqlens_q[b + 1] - cu_seqlens_q[b];
+    e.q_start = clamp_i64(cu_seqlens_q[b], 0, total_q);
+    e.seqlen_q = int(clamp_i64(cu_seqlens_q[b + 1], e.q_start, total_q) - e.q_start);
   } else {
     e.seqlen_q = seqlen_q;
   }
   if (cu_seqlens_k != nullptr) {
-    e.k_start = cu_seqlens_k[b];
-    e.seqlen_k = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+    e.k_start = clamp_i64(cu_seqlens_k[b], 0, total_k);
+    e.seqlen_k = int(clamp_i64(cu_seqlens_k[b + 1], e.k_start, total_k) - e.k_start);
   } else {
     e.seqlen_k = seqlen_k;
   }
-  if (seqused_k != nullptr) e.seqlen_k = seqused_k[b];
+  if (seqused_k != nullptr) e.seqlen_k = int(clamp_i64(seqused_k[b], 0, e.seqlen_k));
   return e;
 }
 // With the KV-cache fields: a paged sequence's rows count from 0 in its block-table row (cu_seqlens_k
 // then only give lengths), and left padding moves the first key to row leftpad_k[b] (clamped into
 // the sequence, as every kernel must read inside it even when the caller's array is wrong).
 FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
-  SequenceExtent e = sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, b);
+  // Paged keys live in the page pool (cu_seqlens_k give lengths only; kv_row_location clamps pages).
+  constexpr int64_t kUnbounded = int64_t(1) << 62;
+  SequenceExtent e = sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, p.total_q,
+                                     p.block_table != nullptr ? kUnbounded : p.total_k, b);
   if (p.block_table != nullptr) e.k_start = 0;
   if (p.leftpad_k != nullptr) {
     const int pad = p.leftpad_k[b] < 0 ? 0 : p.leftpad_k[b] > e.seqlen_k ? e.seqlen_k : p.leftpad_k[b];

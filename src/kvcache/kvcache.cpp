@@ -23,6 +23,7 @@
 
 #include "api/guard.hpp"
 #include "api/memory.hpp"
+#include "api/metadata_check.hpp"
 #include "api/paths.hpp"
 #include "api/slow_path.hpp"
 #include "attention/mask.hpp"
@@ -407,6 +408,7 @@ Status validate_kvcache(const KvCacheParams& params, cudaStream_t stream) {
 
 Status attention_with_kvcache(const KvCacheParams& params, cudaStream_t stream) {
   return detail::status_guard("attention_with_kvcache", [&]() -> Status {
+    FC_RETURN_IF_ERROR(detail::take_deferred_error());
     FC_RETURN_IF_ERROR(validate_kvcache_impl(params, stream));
     if (!has_query_rows(params.attention)) return Status::Ok();  // an empty call reads and writes nothing
     return runs_on_host(params) ? run_on_host(params) : run_on_device(params, stream);

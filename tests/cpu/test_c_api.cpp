@@ -296,3 +296,9 @@ TEST(CApi, SlowPathPolicyRoundTripsAndRejectsUnknownValues) {
   EXPECT_EQ(fc_slow_path_policy(), FC_SLOW_PATH_WARN);
   EXPECT_EQ(fc_set_slow_path_policy(saved), FC_STATUS_OK);
 }
+
+// Without a device check having run (CPU-only calls), fc_check_errors has nothing to report and needs
+// no device.
+TEST(CApi, CheckErrorsIsOkWhenNoDeviceCheckRan) {
+  EXPECT_EQ(fc_check_errors(nullptr), FC_STATUS_OK) << fc_last_error_message();
+}

@@ -175,3 +175,74 @@ TEST(ValidationDevice, NoKeysWithNullKAndVRunsAndGivesEmptyRows) {
 }
 
 }  // namespace
+
+namespace deferred {
+
+// check_device_metadata off: no sync. The device check records the malformed cu_seqlens_q; the next
+// call reports it and runs nothing, once; check_errors() reports the next problem after waiting for
+// the stream. The malformed calls themselves stay inside their tensors (the kernels clamp every
+// length; this suite runs under compute-sanitizer memcheck in scripts/device-check.sh).
+TEST(ValidationDevice, NoSyncVarlenReportsMalformedCuSeqlensOnTheNextCall) {
+  FC_REQUIRE_GPU();
+  DeviceProblem prob;
+  ASSERT_TRUE(prob.allocated());
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&stream));
+  ASSERT_TRUE(flashcore::check_errors(stream).ok());  // nothing pending from earlier tests
+  prob.make_varlen({0, 5, 4});  // decreasing
+  prob.params.check_device_metadata = false;
+  const Status bad = flashcore::attention_forward(prob.params, stream);
+  EXPECT_TRUE(bad.ok()) << "no sync: the call itself cannot know: " << bad.message;
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  prob.make_varlen({0, 5, 9});
+  ASSERT_CUDA(cudaMemset(prob.slot(DeviceProblem::kO), kPoison, 2 * DeviceProblem::kSlotBytes));
+  const Status next = flashcore::attention_forward(prob.params, stream);
+  EXPECT_EQ(next.code, StatusCode::kInvalidArgument) << next.message;
+  EXPECT_NE(next.message.find("cu_seqlens_q[2]: must be >= cu_seqlens_q[1] (got 4 < 5)"), std::string::npos)
+      << next.message;
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  EXPECT_TRUE(prob.outputs_poisoned()) << "the call that reported an earlier problem wrote o or lse";
+  const Status after = flashcore::attention_forward(prob.params, stream);
+  EXPECT_TRUE(after.ok()) << "reported once: " << after.message;
+
+  prob.make_varlen({0, 5, 30});  // past total_q = 9 (and within max_seqlen_q below)
+  prob.params.check_device_metadata = false;
+  prob.params.seqlen_q = 40;
+  EXPECT_TRUE(flashcore::attention_forward(prob.params, stream).ok());
+  const Status checked = flashcore::check_errors(stream);
+  EXPECT_EQ(checked.code, StatusCode::kInvalidArgument) << checked.message;
+  EXPECT_NE(checked.message.find("cu_seqlens_q[2]: must be <= total_q (got 30 > 9)"), std::string::npos)
+      << checked.message;
+  EXPECT_TRUE(flashcore::check_errors(stream).ok());
+  cudaStreamDestroy(stream);
+}
+
+// A captured varlen call (whose arrays validate() cannot read during capture) is checked on the
+// device at every replay: the malformed seqused_k of the captured call is reported after a replay.
+TEST(ValidationDevice, CapturedVarlenCallsAreCheckedOnTheDeviceAtReplay) {
+  FC_REQUIRE_GPU();
+  DeviceProblem prob;
+  ASSERT_TRUE(prob.allocated());
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_TRUE(flashcore::check_errors(stream).ok());
+  prob.make_varlen({0, 5, 9});
+  prob.params.seqused_k = prob.write_ints(DeviceProblem::kSeqused, {3, 8});  // sequence 1 has 3 keys
+  ASSERT_CUDA(cudaDeviceSynchronize());  // the pageable uploads above, before a non-blocking stream reads
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const Status captured = flashcore::attention_forward(prob.params, stream);
+  cudaGraph_t graph = nullptr;
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(captured.ok()) << captured.message;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  const Status replayed = flashcore::check_errors(stream);
+  EXPECT_EQ(replayed.code, StatusCode::kInvalidArgument) << replayed.message;
+  EXPECT_NE(replayed.message.find("seqused_k[1]: must be in [0, 3]"), std::string::npos) << replayed.message;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace deferred

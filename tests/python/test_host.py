@@ -65,13 +65,13 @@ def test_check_device_metadata_setting_reaches_varlen_params():
     args = (d("q", q), d("k", kv), d("v", kv), d("out", out), None)
     kwargs = dict(cu_seqlens_q=d("cu_seqlens_q", cu_q), cu_seqlens_k=d("cu_seqlens_k", cu_k),
                   max_seqlen_q=3, max_seqlen_k=3)
-    assert _params.build_params(*args, **kwargs).check_device_metadata is True
+    assert _params.build_params(*args, **kwargs).check_device_metadata is False  # default: no sync
     try:
-        flashcore.set_check_device_metadata(False)
-        assert _params.build_params(*args, **kwargs).check_device_metadata is False
-    finally:
         flashcore.set_check_device_metadata(True)
-    assert _params.build_params(*args, **kwargs).check_device_metadata is True
+        assert _params.build_params(*args, **kwargs).check_device_metadata is True
+    finally:
+        flashcore.set_check_device_metadata(False)
+    assert _params.build_params(*args, **kwargs).check_device_metadata is False
 
 
 @pytest.mark.parametrize("sq,sk", [(1, 1), (7, 7), (65, 33), (33, 65), (1, 63)])

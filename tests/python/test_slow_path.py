@@ -104,3 +104,25 @@ def test_flashcore_strict_in_the_environment_starts_in_strict_mode():
     env["FLASHCORE_STRICT"] = "0"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr
+
+
+@requires_cuda
+def test_malformed_cu_seqlens_without_sync_raise_at_check_errors_or_in_the_checked_mode():
+    q, k, v = (t[0] for t in inputs(64, sq=40, sk=70))
+    cu_q = torch.tensor([0, 10, 40], dtype=torch.int32, device="cuda")
+    bad_cu_k = torch.tensor([0, 50, 20], dtype=torch.int32, device="cuda")  # decreasing
+    flashcore.check_errors()  # nothing pending
+    flashcore.flash_attn_varlen_func(q, k, v, cu_q, bad_cu_k, 30, 50)  # default: no sync, no raise here
+    with pytest.raises(flashcore.InvalidArgumentError, match=r"cu_seqlens_k\[2\]: must be >= cu_seqlens_k\[1\]"):
+        flashcore.check_errors()
+    flashcore.check_errors()  # reported once
+    flashcore.set_check_device_metadata(True)
+    try:
+        with pytest.raises(flashcore.InvalidArgumentError, match=r"cu_seqlens_k\[2\]"):
+            flashcore.flash_attn_varlen_func(q, k, v, cu_q, bad_cu_k, 30, 50)
+    finally:
+        flashcore.set_check_device_metadata(False)
+    good_cu_k = torch.tensor([0, 20, 70], dtype=torch.int32, device="cuda")
+    out = flashcore.flash_attn_varlen_func(q, k, v, cu_q, good_cu_k, 30, 50)
+    flashcore.check_errors()
+    assert torch.isfinite(out).all()

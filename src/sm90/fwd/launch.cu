@@ -184,6 +184,8 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.cu_seqlens_q = p.cu_seqlens_q;
   k.cu_seqlens_k = p.cu_seqlens_k;
   k.seqused_k = p.seqused_k;
+  k.total_q = p.total_q;
+  k.total_k = p.total_k;
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;
   // The score transform of the call (sm90_supports() refuses ALiBi, so it is the same for every

@@ -47,6 +47,7 @@ struct KernelParams {
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   const int32_t* seqused_k = nullptr;
+  int64_t total_q = 0, total_k = 0;  // varlen: the packed token counts the lengths are clamped into
   MaskAlign mask_align = MaskAlign::kBottomRight;
   // kVarlen kernels: the counter of the dynamic tile handout (scheduler.cuh, TileQueue): one int of
   // device memory, 0 at launch, allocated and freed per call in stream order by the launcher.

@@ -186,8 +186,9 @@ struct StaticPersistentScheduler {
     t.head = slot_now.head_index % params.heads_q;
     t.batch = slot_now.head_index / params.heads_q;
     if constexpr (kVarlen) {
-      const attn::SequenceExtent seq = attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k,
-                                                             params.seqused_k, params.seqlen_q, params.seqlen_k, t.batch);
+      const attn::SequenceExtent seq =
+          attn::sequence_extent(params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k, params.seqlen_q,
+                                params.seqlen_k, params.total_q, params.total_k, t.batch);
       t.q_offset = (int)seq.q_start;
       t.k_offset = (int)seq.k_start;
       t.packed_batch = params.cu_seqlens_q != nullptr ? 0 : t.batch;  // varlen: q and k are both packed
