@@ -126,3 +126,17 @@ def test_malformed_cu_seqlens_without_sync_raise_at_check_errors_or_in_the_check
     out = flashcore.flash_attn_varlen_func(q, k, v, cu_q, good_cu_k, 30, 50)
     flashcore.check_errors()
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_another_gpu_run_there_and_mixed_devices_are_refused():
+    # The call follows its tensors' device (cuda:1 while cuda:0 is current); mixing devices is an error
+    # naming the argument.
+    torch.cuda.set_device(0)
+    g = torch.Generator(device="cuda:1").manual_seed(3)
+    q, k, v = (torch.randn(1, 256, 2, 64, device="cuda:1", generator=g).to(torch.bfloat16) for _ in range(3))
+    out = flashcore.flash_attn_func(q, k, v, causal=True)
+    assert out.device == q.device
+    assert_close_to_reference(out, q, k, v, causal=True)
+    with pytest.raises(flashcore.InvalidArgumentError, match="k: must be on q's device"):
+        flashcore.flash_attn_func(q, k.to("cuda:0"), v)
