@@ -8,13 +8,13 @@ namespace {
 
 using testing::BackwardCase;
 
-std::vector<BackwardCase> feature_cases(DType dt, int d) {
+std::vector<BackwardCase> feature_cases(DType dt, int d, int dv = 0) {
   std::vector<BackwardCase> out;
   auto base = [&] {
     testing::TestCase tc;
     tc.dtype = dt;
     tc.batch = 2, tc.seqlen_q = 200, tc.seqlen_k = 333, tc.heads_q = tc.heads_kv = 2;
-    tc.head_dim_qk = tc.head_dim_v = d;
+    tc.head_dim_qk = d, tc.head_dim_v = dv > 0 ? dv : d;
     tc.seed = 100 + d;
     return tc;
   };
@@ -89,6 +89,37 @@ TEST(Sm80Backward, MatchesTheFp64CpuReference) {
     }
 }
 
+// Head dims without a backward kernel of their own run padded on the covering one (api/built_kernels.hpp):
+// 40 -> 64, 80 -> 96, 24 -> 32, 72/40 -> 96/96 (unequal); zeros past the call's columns in Q, K, V,
+// dO, and dQ, dK, dV written only in its columns (a write past them would show in the padding check
+// of check_backward's strided layouts and in the values here).
+TEST(Sm80Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm80;
+  run.expect_repeatable = false;
+  run.tag = "sm80-bwd-padded";
+  int ran = 0;
+  const std::pair<int, int> dims[] = {{40, 40}, {80, 80}, {24, 24}, {72, 40}};
+  for (DType dt : {DType::kFloat16, DType::kBFloat16})
+    for (auto [dqk, dv] : dims) {
+      testing::TestCase probe;
+      probe.dtype = dt, probe.seqlen_q = probe.seqlen_k = 16, probe.head_dim_qk = dqk, probe.head_dim_v = dv;
+      Status st;
+      chosen_path(probe, KernelPath::kSm80, &st);
+      if (!st.ok()) {
+        std::printf("[sm80-bwd] %d/%d %s not run: %s\n", dqk, dv, dtype_name(dt), st.message.c_str());
+        continue;
+      }
+      for (const BackwardCase& c : feature_cases(dt, dqk, dv)) {
+        SCOPED_TRACE(testing::TestCase(c.tc).describe());
+        testing::check_backward(c, run);
+        ++ran;
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "no covering sm80 backward kernel in this build";
+}
+
 TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
@@ -108,8 +139,9 @@ TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   }
 }
 
-// Default dispatch (kAuto): the sm80 backward takes an fp16 d64 call; one it cannot take (fp32,
-// head dim 40) falls to the naive GPU backward instead of failing, and every one computes correctly.
+// Default dispatch (kAuto): the sm80 backward takes an fp16 d64 call (and d40, padded); one it cannot
+// take (fp32, head dim 160) falls to the naive GPU backward instead of failing, and every one computes
+// correctly.
 TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   FC_REQUIRE_GPU();
   testing::TestCase tc;
@@ -120,6 +152,8 @@ TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   probe.dtype = DType::kFloat32;
   EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   probe.dtype = DType::kFloat16, probe.head_dim_qk = probe.head_dim_v = 40;
+  if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), KernelPath::kSm80);  // padded to 64
+  probe.head_dim_qk = probe.head_dim_v = 160;
   EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   testing::BackwardRun run;  // kAuto
   run.expect_repeatable = false;
@@ -127,8 +161,8 @@ TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   testing::check_backward({"auto fp16 d64", tc}, run);
   tc.dtype = DType::kFloat32;
   testing::check_backward({"auto fp32 d64 (naive)", tc}, run);
-  tc.dtype = DType::kFloat16, tc.head_dim_qk = tc.head_dim_v = 40;
-  testing::check_backward({"auto fp16 d40 (naive)", tc}, run);
+  tc.dtype = DType::kFloat16, tc.head_dim_qk = tc.head_dim_v = 160;
+  testing::check_backward({"auto fp16 d160 (naive)", tc}, run);
 }
 
 // The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): every feature

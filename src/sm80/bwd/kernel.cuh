@@ -219,9 +219,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                           attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride,
                                              batch, q_row, h);
     load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
-        sQ + stage * Traits::kQStageElems, q, p.q_seq_stride, rows);
+        sQ + stage * Traits::kQStageElems, q, p.q_seq_stride, rows, p.head_dim_qk);
     load_tile_async<kBlockM, Traits::kHeadDimV, Traits::kDOStride, Traits::kThreads>(
-        sDO + stage * Traits::kDOStageElems, dout, bp.dout_seq_stride, rows);
+        sDO + stage * Traits::kDOStageElems, dout, bp.dout_seq_stride, rows, p.head_dim_v);
     // 2 x kBlockM floats = kBlockM / 2 chunks of 16 bytes (padding rows make every read valid).
     constexpr int kStatChunks = kBlockM / 4;
     const int ptid = ptx::thread_index_x_here();
@@ -237,10 +237,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                                                              p.k_head_stride, batch, k_row0 + n0, head_kv);
     const Element* v = static_cast<const Element*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride,
                                                                              p.v_head_stride, batch, k_row0 + n0, head_kv);
+    // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(sK, k, p.k_seq_stride,
-                                                                                     seq.seqlen_k - n0);
+                                                                                     seq.seqlen_k - n0, p.head_dim_qk);
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(sV, v, p.v_seq_stride,
-                                                                                    seq.seqlen_k - n0);
+                                                                                    seq.seqlen_k - n0, p.head_dim_v);
     load_step(0, 0);
     ptx::cp_async_commit();
   }
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // key its last row sees (the same diagonal bounds as the walk's m_begin / m_count).
       wait_for_turn(turn_counter, mask.last_key(m0 + kBlockM - 1) / kBlockN - n_block);
     }
-    float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;
+    float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;  // == ws.dq_row_stride
 #pragma unroll
     for (int nt = 0; nt < Traits::kDqNTiles; ++nt) add_fragment(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], t);
     if (bp.deterministic) pass_turn(turn_counter);
@@ -350,14 +351,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int r = 0; r < 2; ++r) {
     const int key = warp_key0 + g + 8 * r;
     if (n0 + key >= keys_in_tensor) continue;
+    // Columns past a padded call's head dims are not its own (whole n8 tiles: head dims are
+    // multiples of 8 there).
 #pragma unroll
     for (int nt = 0; nt < Traits::kDKNTiles; ++nt)
-      *reinterpret_cast<uint32_t*>(dk + key * bp.dk_seq_stride + nt * 8 + 2 * t) =
-          ptx::pack2(acc_dk[nt][2 * r] * scale, acc_dk[nt][2 * r + 1] * scale, Element{});
+      if (nt * 8 < p.head_dim_qk)
+        *reinterpret_cast<uint32_t*>(dk + key * bp.dk_seq_stride + nt * 8 + 2 * t) =
+            ptx::pack2(acc_dk[nt][2 * r] * scale, acc_dk[nt][2 * r + 1] * scale, Element{});
 #pragma unroll
     for (int nt = 0; nt < Traits::kDVNTiles; ++nt)
-      *reinterpret_cast<uint32_t*>(dv + key * bp.dv_seq_stride + nt * 8 + 2 * t) =
-          ptx::pack2(acc_dv[nt][2 * r], acc_dv[nt][2 * r + 1], Element{});
+      if (nt * 8 < p.head_dim_v)
+        *reinterpret_cast<uint32_t*>(dv + key * bp.dv_seq_stride + nt * 8 + 2 * t) =
+            ptx::pack2(acc_dv[nt][2 * r], acc_dv[nt][2 * r + 1], Element{});
   }
 }
 

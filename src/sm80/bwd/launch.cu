@@ -39,14 +39,17 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
            std::to_string(d.cc_minor) + ")";
   }
   if (std::string why = missing_code_reason("sm80-path", d.cc_major, d.cc_minor); !why.empty()) return why;
-  if (find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
+  // The call's own (Dqk, Dv), or the covering pair it is padded to (api/built_kernels.hpp).
+  const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 backward (built: " +
-           built_kernels_list(kInstantiations) + ")";
+           built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
+           std::to_string(kPaddedHeadDimMultiple) + ")";
   }
-  const int smem = sm80::bwd_smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype));
+  const int smem = sm80::bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v, dtype_size(p.dtype));
   if (size_t(smem) > d.max_smem_per_block_optin) {
-    return "the sm80 backward for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
+    return "the sm80 backward for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
            std::to_string(d.max_smem_per_block_optin);
   }
@@ -61,10 +64,10 @@ template <typename Element>
 Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
   sm80::BwdWorkspaceBytes bytes;
-  sm80::bwd_workspace_layout(p, nullptr, &bytes);
+  sm80::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
   void* base = nullptr;
   FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, base, &bytes);
+  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
   Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
                               "sm80 backward: zeroing the dQ accumulator");
   if (status.ok() && bp.deterministic) {
@@ -91,7 +94,7 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
 
 Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo&, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
-  const Instantiation* inst = find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) return Status::Unsupported("sm80 backward: no instantiation for this call");
   if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, stream);
   return run_with_element<__half>(bp, *inst, stream);

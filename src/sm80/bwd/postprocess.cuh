@@ -25,13 +25,13 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   const int rows = min(kPostprocessRows, seq.seqlen_q - m0);
   const float scale = attn::softmax_scale(p);
   const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
-  const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * p.head_dim_qk;
+  const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * ws.dq_row_stride;
   Element* dq = static_cast<Element*>(bp.dq) + attn::token_offset(p.is_varlen(), bp.dq_batch_stride, bp.dq_seq_stride,
                                                                    bp.dq_head_stride, b, seq.q_start + m0, h);
   for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
     const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
-    const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + int64_t(r) * p.head_dim_qk + col + 4);
+    const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * ws.dq_row_stride + col);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + int64_t(r) * ws.dq_row_stride + col + 4);
     const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     alignas(16) Element out[8];
 #pragma unroll

@@ -32,6 +32,7 @@ struct BwdWorkspace {
   int* dq_turn = nullptr;     // deterministic mode, per (head, query block): KV blocks that have added dQ
   int64_t rows_per_head = 0;
   int64_t dense_rows_per_seq = 0;
+  int dq_row_stride = 0;  // floats per dq_accum row: the kernel's Dqk (a padded call's is larger)
   bool varlen = false;
 
   FC_HOST_DEVICE int64_t seq_base(int b, int64_t q_start) const {
@@ -57,16 +58,18 @@ struct BwdWorkspaceBytes {
   size_t total() const { return dq_accum + 2 * stats + turns; }
 };
 
-// The layout for a validated call, with every pointer offset from `base` (nullptr: sizes only).
-inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, void* base, BwdWorkspaceBytes* bytes) {
+// The layout for a validated call run by the kernel of head dim `kernel_dqk` (>= the call's: a padded
+// call's dQ rows hold the kernel's columns), with every pointer offset from `base` (nullptr: sizes only).
+inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, int kernel_dqk, void* base, BwdWorkspaceBytes* bytes) {
   BwdWorkspace ws;
+  ws.dq_row_stride = kernel_dqk;
   ws.varlen = p.is_varlen();
   ws.dense_rows_per_seq = round_up(p.seqlen_q, kBwdRowPad);
   ws.rows_per_head = round_up(ws.varlen ? round_up(p.total_q, kRowAlign) + int64_t(p.batch) * (kBwdRowPad + kRowAlign)
                                         : int64_t(p.batch) * ws.dense_rows_per_seq,
                               kBwdRowPad);
   const int64_t rows = int64_t(p.heads_q) * ws.rows_per_head;
-  bytes->dq_accum = size_t(round_up(rows * p.head_dim_qk * 4, 256));
+  bytes->dq_accum = size_t(round_up(rows * kernel_dqk * 4, 256));
   bytes->stats = size_t(round_up(rows * 4, 256));
   bytes->turns = size_t(round_up((rows / 16 + 1) * 4, 256));  // >= one counter per 16 rows
   if (base != nullptr) {
