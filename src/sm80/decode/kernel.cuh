@@ -96,8 +96,13 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
 #pragma unroll
     for (int c = 0; c < Pattern::kColIters; ++c) {
       const int offset = c * Pattern::kThreadsPerRow * 8;
-      ptx::cp_async_16(ptx::smem_address(sK + row * Traits::kKStride + col + offset), k_src + (valid ? offset : 0), valid);
-      ptx::cp_async_16(ptx::smem_address(sV + row * Traits::kVStride + col + offset), v_src + (valid ? offset : 0), valid);
+      // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
+      const bool k_valid = valid && col + offset < p.head_dim_qk;
+      const bool v_valid = valid && col + offset < p.head_dim_v;
+      ptx::cp_async_16(ptx::smem_address(sK + row * Traits::kKStride + col + offset), k_valid ? k_src + offset : k_src,
+                       k_valid);
+      ptx::cp_async_16(ptx::smem_address(sV + row * Traits::kVStride + col + offset), v_valid ? v_src + offset : v_src,
+                       v_valid);
     }
   }
 }
@@ -207,7 +212,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
     for (int c = tid; c < kBlockM * kQChunks; c += Traits::kThreads) {
       const int r = c / kQChunks, col = (c % kQChunks) * 8;
       const int row = m0 + r;
-      const bool valid = r < rows_valid;
+      const bool valid = r < rows_valid && col < p.head_dim_qk;  // zeros past a padded call's head dim
       const Element* src = static_cast<const Element*>(p.q);
       if (valid) {
         src += attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b,
@@ -319,6 +324,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
     const int row = m0 + r;
     const int i = row / group, head = head_kv * group + row % group;
     if (splits.count == 1) {
+      if (col >= p.head_dim_v) continue;  // a padded call's columns end first (whole 4-column chunks)
       Element* dst = static_cast<Element*>(p.o) +
                      attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i,
                                         head) + col;
@@ -396,7 +402,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   const bool packed_q = p.is_varlen();
   Element* o_row = static_cast<Element*>(p.o) +
                    attn::token_offset(packed_q, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start + i, head);
-  for (int chunk = threadIdx.x; chunk < kChunks; chunk += 32 * kCombineWarps) {
+  for (int chunk = threadIdx.x; chunk < kChunks && 4 * chunk < p.head_dim_v; chunk += 32 * kCombineWarps) {
     float4 o = warp_sum[0][chunk];
 #pragma unroll
     for (int w = 1; w < kCombineWarps; ++w) {
@@ -449,7 +455,7 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
   } else {
     FC_RETURN_IF_ERROR((DecodeSplitKernel<Traits, false>::get(device, &kernel, &ctas_per_sm)));
   }
-  const DecodePlan plan = plan_decode(p, Traits::kBlockM, Traits::kBlockN, sm_count * ctas_per_sm);
+  const DecodePlan plan = plan_decode(p, Traits::kBlockM, Traits::kBlockN, sm_count * ctas_per_sm, Traits::kHeadDimV);
   DecodeSplits splits;
   splits.count = plan.num_splits;
   splits.token_rows = plan.token_rows;

@@ -27,8 +27,9 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
+// The call's own (Dqk, Dv), or the covering pair it is padded to (api/built_kernels.hpp).
 const Instantiation* find_kernel(const AttentionParams& p) {
-  return find_built_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  return find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
 }
 
 // Packed query rows (tokens x query heads per KV head) up to which a dense call is decode-shaped:
@@ -46,7 +47,8 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return "the decode path runs fp16 and bf16 only";
   if (find_kernel(p) == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
-           dtype_name(p.dtype) + " are not in this build of the decode path (built: " + built_kernels_list(kInstantiations) + ")";
+           dtype_name(p.dtype) + " are not in this build of the decode path (built: " + built_kernels_list(kInstantiations) +
+           "; padded to a covering pair when both are multiples of " + std::to_string(kPaddedHeadDimMultiple) + ")";
   }
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
   if (!attn::uses_kv_cache_layout(p) && rows > kMaxDenseRows) {
@@ -54,9 +56,10 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
            "exceed the decode path's " + std::to_string(kMaxDenseRows) + " for dense K/V";
   }
   const bool wide_rows = sm80::decode_wide_rows(rows);  // the tile shape launch_decode picks
-  const int smem = sm80::decode_smem_bytes(p.head_dim_qk, p.head_dim_v, dtype_size(p.dtype), wide_rows);
+  const Instantiation* inst = find_kernel(p);
+  const int smem = sm80::decode_smem_bytes(inst->head_dim_qk, inst->head_dim_v, dtype_size(p.dtype), wide_rows);
   if (size_t(smem) > d.max_smem_per_block_optin) {
-    return "the decode kernel for Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) +
+    return "the decode kernel for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
            std::to_string(d.max_smem_per_block_optin);
   }

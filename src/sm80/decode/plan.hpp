@@ -27,8 +27,9 @@ struct DecodePlan {
 // whole GPU holds at once (SMs x CTAs per SM). Without an explicit num_splits, the units of work
 // (batch x KV heads x row tiles) are split until they fill one wave of resident CTAs: a wave, not
 // more, because every split of a memory-bound unit takes the same time, so a partial second wave
-// would idle most SMs.
-inline DecodePlan plan_decode(const AttentionParams& p, int block_m, int block_n, int resident_ctas) {
+// would idle most SMs. kernel_dv: the kernel's Dv, the partials' row length (a padded call's head_dim_v
+// is smaller; 0: the call's own).
+inline DecodePlan plan_decode(const AttentionParams& p, int block_m, int block_n, int resident_ctas, int kernel_dv = 0) {
   DecodePlan plan;
   const int group = p.heads_q / p.heads_kv;
   const int64_t rows = int64_t(p.seqlen_q) * group;
@@ -46,7 +47,7 @@ inline DecodePlan plan_decode(const AttentionParams& p, int block_m, int block_n
   plan.num_splits = splits;
   if (splits > 1) {
     const size_t partial_rows = size_t(splits) * size_t(p.heads_q) * size_t(plan.token_rows);
-    plan.workspace_bytes = partial_rows * (size_t(p.head_dim_v) + 1) * sizeof(float);
+    plan.workspace_bytes = partial_rows * (size_t(kernel_dv > 0 ? kernel_dv : p.head_dim_v) + 1) * sizeof(float);
   }
   return plan;
 }
