@@ -413,3 +413,23 @@ def test_forward_dense_without_lse_and_its_errors():
         _forward_dense_host(q, k, v, window=(1 << 40, 0))
     with pytest.raises(TypeError, match="30 arguments"):
         _C.forward_dense(0, 0, 0)
+
+
+def test_strict_mode_round_trips_and_host_calls_never_warn():
+    # Host arrays run the CPU reference, never the naive GPU kernel: strict mode does not touch them.
+    was = flashcore.is_strict()
+    try:
+        flashcore.set_strict(True)
+        assert flashcore.is_strict()
+        rng = np.random.default_rng(5)
+        q, k, v = random_qkv(rng, 1, 5, 7, 2, 2, 300)  # a head dim no fused kernel has
+        run_and_compare(q, k, v)
+        flashcore.set_strict(False)
+        assert not flashcore.is_strict()
+    finally:
+        flashcore.set_strict(was)
+    assert issubclass(flashcore.SlowPathWarning, UserWarning)
+
+
+def test_check_errors_is_a_no_op_when_no_device_check_ran():
+    flashcore.check_errors()  # no GPU, no unsynchronized varlen call: nothing pending, no device needed
