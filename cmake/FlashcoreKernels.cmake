@@ -150,6 +150,13 @@ function(flashcore_add_kernel_paths target)
   flashcore_generate_kernels(sm90 fwd "sm90/fwd/launch_kernel.cuh" FLASHCORE_SM90_FWD_INSTANTIATE ${sm90_built} sm90_units)
   if(sm90_built)
     set(sm90_sources ${src}/sm90/common/tensor_map.cu ${src}/sm90/fwd/launch.cu)
+    # Head dims above 256 (docs/design/large-head-dims.md): a first kernel, not yet verified on a GPU,
+    # so only built on request.
+    if(FLASHCORE_BUILD_SM90_WIDE)
+      list(APPEND sm90_sources ${src}/sm90/wide/launch.cu)
+      target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM90_WIDE=1)
+      message(STATUS "flashcore: sm90 wide kernels (head dims above 256) built: UNVERIFIED")
+    endif()
     target_sources(${target} PRIVATE ${sm90_sources} ${sm90_units})
     flashcore_set_cuda_arch_flags(${sm90_sources} ${sm90_units} 90a)
     target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM90=1)

@@ -14,6 +14,7 @@
 #include "common/cuda_check.hpp"
 #include "sm90/fwd/kernel_traits.cuh"
 #include "sm90/fwd/launch_args.hpp"
+#include "sm90/wide/launch.hpp"
 
 namespace flashcore {
 namespace sm90 {
@@ -91,6 +92,8 @@ TokenAxes token_axes(const AttentionParams& p) {
   return {p.seqlen_q, p.seqlen_k, p.batch};
 }
 
+std::string operand_strides_problem(const AttentionParams& p);
+
 std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d) {
   if (attn::uses_kv_cache_layout(p)) {
     return "the sm90 path reads dense or varlen K/V only (block_table, kv_batch_idx, leftpad_k: the decode path)";
@@ -112,6 +115,15 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
            " is not supported by the sm90 path (positive scales only; the sm80 path runs it)";
   }
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
+  if (p.head_dim_qk >= wide::kMinHeadDim || p.head_dim_v >= wide::kMinHeadDim) {
+#if defined(FLASHCORE_HAS_SM90_WIDE)
+    if (std::string why = wide::why_not(p); !why.empty()) return why;
+    return operand_strides_problem(p);
+#else
+    return dims + " are not supported by the sm90 path in this build: head dims above 256 need its wide kernels "
+                  "(FLASHCORE_BUILD_SM90_WIDE=ON builds them; not yet verified on a GPU)";
+#endif
+  }
   if (detail::find_covering_kernel(kDeclared, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {
     return dims + " are not supported by the sm90 path (pairs: " + detail::declared_pairs_list(kDeclared) +
            ", and any head dims they cover that are multiples of " +
@@ -130,6 +142,11 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
            std::to_string(unit->head_dim_v) + " needs " + std::to_string(smem) +
            " bytes of shared memory per block; the device allows " + std::to_string(d.max_smem_per_block_optin);
   }
+  return operand_strides_problem(p);
+}
+
+// TMA's rules for the operands' bases and strides (every sm90 kernel loads and stores through TMA).
+std::string operand_strides_problem(const AttentionParams& p) {
   // The tensor maps' extents: varlen packs the tokens (total_q/total_k rows, no batch dimension).
   const TokenAxes ax = token_axes(p);
   std::string why = check_operand_strides("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, ax.rows_q,
@@ -151,6 +168,9 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
+#if defined(FLASHCORE_HAS_SM90_WIDE)
+  if (p.head_dim_qk >= wide::kMinHeadDim || p.head_dim_v >= wide::kMinHeadDim) return wide::run(p, stream);
+#endif
   // The call's own (Dqk, Dv) unit, or the covering one it is padded to (api/built_kernels.hpp).
   const BuiltUnit* unit = detail::find_covering_kernel(kBuiltUnits, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (unit == nullptr) return Status::Unsupported(sm90_supports(p, d));
