@@ -154,7 +154,8 @@ function(flashcore_add_kernel_paths target)
     # so only built on request.
     if(FLASHCORE_BUILD_SM90_WIDE)
       list(APPEND sm90_sources ${src}/sm90/wide/launch.cu)
-      target_compile_definitions(${target} PRIVATE FLASHCORE_HAS_SM90_WIDE=1)
+      # Only the sm90 path's entry dispatches to it: no other unit is rebuilt when the option flips.
+      set_property(SOURCE ${src}/sm90/fwd/launch.cu APPEND PROPERTY COMPILE_DEFINITIONS FLASHCORE_HAS_SM90_WIDE=1)
       message(STATUS "flashcore: sm90 wide kernels (head dims above 256) built: UNVERIFIED")
     endif()
     target_sources(${target} PRIVATE ${sm90_sources} ${sm90_units})
