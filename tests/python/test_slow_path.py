@@ -19,20 +19,19 @@ from attention_reference import attention  # noqa: E402
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture
-def strict():
-    was = flashcore.is_strict()
-    flashcore.set_strict(True)
-    yield
-    flashcore.set_strict(was)
+def _strict_mode(enabled):
+    """A fixture that sets strict mode for one test and restores it after."""
+    @pytest.fixture
+    def fixture():
+        was = flashcore.is_strict()
+        flashcore.set_strict(enabled)
+        yield
+        flashcore.set_strict(was)
+    return fixture
 
 
-@pytest.fixture
-def not_strict():
-    was = flashcore.is_strict()
-    flashcore.set_strict(False)
-    yield
-    flashcore.set_strict(was)
+strict = _strict_mode(True)
+not_strict = _strict_mode(False)
 
 
 def inputs(d, dv=None, sq=40, sk=70, dtype=torch.bfloat16, seed=0):
