@@ -147,9 +147,11 @@ function(flashcore_add_kernel_paths target)
   if(FLASHCORE_BUILD_SM90 AND "90a" IN_LIST FLASHCORE_CUDA_ARCHS)
     set(sm90_built ON)
   endif()
-  flashcore_generate_kernels(sm90 fwd "sm90/fwd/launch_kernel.cuh" FLASHCORE_SM90_FWD_INSTANTIATE ${sm90_built} sm90_units)
+  flashcore_generate_kernels(sm90 fwd "sm90/fwd/launch_kernel.cuh" FLASHCORE_SM90_FWD_INSTANTIATE ${sm90_built} sm90_fwd_units)
+  flashcore_generate_kernels(sm90 bwd "sm90/bwd/kernel.cuh" FLASHCORE_SM90_BWD_INSTANTIATE ${sm90_built} sm90_bwd_units)
+  set(sm90_units ${sm90_fwd_units} ${sm90_bwd_units})
   if(sm90_built)
-    set(sm90_sources ${src}/sm90/common/tensor_map.cu ${src}/sm90/fwd/launch.cu)
+    set(sm90_sources ${src}/sm90/common/tensor_map.cu ${src}/sm90/fwd/launch.cu ${src}/sm90/bwd/launch.cu)
     # Head dims above 256 (docs/design/large-head-dims.md): a first kernel, not yet verified on a GPU,
     # so only built on request.
     if(FLASHCORE_BUILD_SM90_WIDE)

@@ -199,8 +199,9 @@ Status attention_forward(const AttentionParams& params, cudaStream_t stream) {
 namespace {
 
 // The backward's paths, fastest first.
-std::array<detail::BackwardOps, 3> backward_path_table() {
-  return {detail::sm80_backward_path(), detail::naive_gpu_backward_path(), detail::cpu_reference_backward_path()};
+std::array<detail::BackwardOps, 4> backward_path_table() {
+  return {detail::sm90_backward_path(), detail::sm80_backward_path(), detail::naive_gpu_backward_path(),
+          detail::cpu_reference_backward_path()};
 }
 
 // dout, dq, dk, dv must live where q does (query_device checked q, k, v, o, lse).

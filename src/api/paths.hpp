@@ -50,6 +50,7 @@ struct BackwardOps {
   std::string (*supports)(const BackwardParams&, const DeviceInfo&);
   Status (*run)(const BackwardParams&, const DeviceInfo&, cudaStream_t);
 };
+BackwardOps sm90_backward_path();  // stubbed when the sm90 path is pruned
 BackwardOps sm80_backward_path();  // stubbed when the sm80 path is pruned
 BackwardOps naive_gpu_backward_path();
 BackwardOps cpu_reference_backward_path();

@@ -56,6 +56,10 @@ FC_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
+FC_DEVICE void st_shared_b32(uint32_t addr, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+
 // 32 bits at shared-window address `addr` (4-byte aligned). Volatile with a memory clobber: it stays
 // after the barrier wait that made the data visible.
 FC_DEVICE uint32_t ld_shared_b32(uint32_t addr) {

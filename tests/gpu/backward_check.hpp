@@ -1,4 +1,4 @@
-// The GPU backward check shared by the naive and the sm80 backward tests: one call on the device
+// The GPU backward check shared by the naive, sm80 and sm90 backward tests: one call on the device
 // against the fp64 CPU reference backward on the same inputs (CPU-reference forward's o and lse),
 // gradients poisoned with NaN before every launch and every element checked, ||g - ref|| / ||ref||
 // within the dtype's tolerance, and two launches bitwise equal when `expect_repeatable`.
@@ -39,6 +39,38 @@ struct BackwardRun {
   const char* tag = "bwd";        // prefix of the printed error lines
   double tolerance_scale = 1.0;   // multiplies the dtype's relative-error tolerance
 };
+
+// The path select_backward_path picks for a call of this shape (device placement only: one buffer
+// stands in for every tensor; nothing is launched). Pinned to `pinned` when given.
+inline KernelPath chosen_backward_path(const TestCase& c, KernelPath pinned = KernelPath::kAuto,
+                                       Status* status = nullptr) {
+  HostProblem host = make_problem(c);
+  BackwardParams bp;
+  bp.forward = host.params;
+  bp.forward.path = pinned;
+  set_grad_strides_like_forward(bp);
+  void* dev = nullptr;
+  EXPECT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
+  bp.forward.q = bp.forward.k = bp.forward.v = dev;
+  bp.forward.o = dev, bp.forward.lse = static_cast<float*>(dev);
+  bp.dout = bp.dq = bp.dk = bp.dv = dev;
+  KernelPath path = KernelPath::kAuto;
+  const Status st = select_backward_path(bp, &path);
+  if (status != nullptr) *status = st;
+  cudaFree(dev);
+  return path;
+}
+
+// Whether `path` takes a dense (dqk, dv) call in dt in this build on this device (FLASHCORE_HEAD_DIMS /
+// _DTYPES may prune it; the device preset builds all); prints why not under `tag`.
+inline bool backward_path_takes(KernelPath path, int dqk, int dv, DType dt, const char* tag) {
+  TestCase tc;
+  tc.dtype = dt, tc.seqlen_q = tc.seqlen_k = 16, tc.head_dim_qk = dqk, tc.head_dim_v = dv;
+  Status st;
+  chosen_backward_path(tc, path, &st);
+  if (!st.ok()) std::printf("[%s] %d/%d %s not run: %s\n", tag, dqk, dv, dtype_name(dt), st.message.c_str());
+  return st.ok();
+}
 
 // Relative error of each gradient (dq, dk, dv) into rel_out when given.
 inline void check_backward(const BackwardCase& c, const BackwardRun& run, double* rel_out = nullptr) {

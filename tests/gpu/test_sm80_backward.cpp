@@ -42,36 +42,11 @@ std::vector<BackwardCase> feature_cases(DType dt, int d, int dv = 0) {
   return out;
 }
 
-// The path select_backward_path picks for a call of this shape (device placement only: one buffer
-// stands in for every tensor; nothing is launched). Pinned to `pinned` when given.
 KernelPath chosen_path(const testing::TestCase& c, KernelPath pinned = KernelPath::kAuto, Status* status = nullptr) {
-  testing::HostProblem host = testing::make_problem(c);
-  BackwardParams bp;
-  bp.forward = host.params;
-  bp.forward.path = pinned;
-  set_grad_strides_like_forward(bp);
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
-  bp.forward.q = bp.forward.k = bp.forward.v = dev;
-  bp.forward.o = dev, bp.forward.lse = static_cast<float*>(dev);
-  bp.dout = bp.dq = bp.dk = bp.dv = dev;
-  KernelPath path = KernelPath::kAuto;
-  const Status st = select_backward_path(bp, &path);
-  if (status != nullptr) *status = st;
-  cudaFree(dev);
-  return path;
+  return testing::chosen_backward_path(c, pinned, status);
 }
 
-// Whether this build holds the sm80 backward for head dim d in dt (FLASHCORE_HEAD_DIMS / _DTYPES
-// may prune it; the device preset builds all).
-bool sm80_built(int d, DType dt) {
-  testing::TestCase tc;
-  tc.dtype = dt, tc.seqlen_q = tc.seqlen_k = 16, tc.head_dim_qk = tc.head_dim_v = d;
-  Status st;
-  chosen_path(tc, KernelPath::kSm80, &st);
-  if (!st.ok()) std::printf("[sm80-bwd] d%d %s not run: %s\n", d, dtype_name(dt), st.message.c_str());
-  return st.ok();
-}
+bool sm80_built(int d, DType dt) { return testing::backward_path_takes(KernelPath::kSm80, d, d, dt, "sm80-bwd"); }
 
 TEST(Sm80Backward, MatchesTheFp64CpuReference) {
   FC_REQUIRE_GPU();
@@ -103,14 +78,7 @@ TEST(Sm80Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   const std::pair<int, int> dims[] = {{40, 40}, {80, 80}, {24, 24}, {72, 40}};
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
-      testing::TestCase probe;
-      probe.dtype = dt, probe.seqlen_q = probe.seqlen_k = 16, probe.head_dim_qk = dqk, probe.head_dim_v = dv;
-      Status st;
-      chosen_path(probe, KernelPath::kSm80, &st);
-      if (!st.ok()) {
-        std::printf("[sm80-bwd] %d/%d %s not run: %s\n", dqk, dv, dtype_name(dt), st.message.c_str());
-        continue;
-      }
+      if (!testing::backward_path_takes(KernelPath::kSm80, dqk, dv, dt, "sm80-bwd")) continue;
       for (const BackwardCase& c : feature_cases(dt, dqk, dv)) {
         SCOPED_TRACE(testing::TestCase(c.tc).describe());
         testing::check_backward(c, run);
@@ -139,20 +107,23 @@ TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   }
 }
 
-// Default dispatch (kAuto): the sm80 backward takes an fp16 d64 call (and d40, padded); one it cannot
-// take (fp32, head dim 160) falls to the naive GPU backward instead of failing, and every one computes
-// correctly.
+// Default dispatch (kAuto): the sm90 backward takes a dense fp16 d64 call (and d40, padded) where it
+// is built and the device is sm_90, else the sm80 backward; one neither can take (fp32, head dim 160)
+// falls to the naive GPU backward instead of failing, and every one computes correctly.
 TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   FC_REQUIRE_GPU();
   testing::TestCase tc;
   tc.batch = 1, tc.seqlen_q = tc.seqlen_k = 70, tc.heads_q = tc.heads_kv = 1, tc.head_dim_qk = tc.head_dim_v = 64;
   // select_backward_path names the path attention_backward takes.
   testing::TestCase probe = tc;
-  if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), KernelPath::kSm80);
+  const KernelPath fast = testing::backward_path_takes(KernelPath::kSm90, 64, 64, DType::kFloat16, "sm90-bwd")
+                              ? KernelPath::kSm90
+                              : KernelPath::kSm80;
+  if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), fast);
   probe.dtype = DType::kFloat32;
   EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   probe.dtype = DType::kFloat16, probe.head_dim_qk = probe.head_dim_v = 40;
-  if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), KernelPath::kSm80);  // padded to 64
+  if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), fast);  // padded to 64
   probe.head_dim_qk = probe.head_dim_v = 160;
   EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   testing::BackwardRun run;  // kAuto

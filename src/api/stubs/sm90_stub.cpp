@@ -11,8 +11,17 @@ std::string sm90_not_built(const AttentionParams&, const DeviceInfo&) {
 Status sm90_run_not_built(const AttentionParams& p, const DeviceInfo& d, cudaStream_t) {
   return Status::Unsupported(sm90_not_built(p, d));
 }
+std::string sm90_backward_not_built(const BackwardParams& bp, const DeviceInfo& d) {
+  return sm90_not_built(bp.forward, d);
+}
+Status sm90_backward_run_not_built(const BackwardParams& bp, const DeviceInfo& d, cudaStream_t) {
+  return Status::Unsupported(sm90_not_built(bp.forward, d));
+}
 }  // namespace
 
 PathOps sm90_path() { return {KernelPath::kSm90, &sm90_not_built, &sm90_run_not_built}; }
+BackwardOps sm90_backward_path() {
+  return {KernelPath::kSm90, &sm90_backward_not_built, &sm90_backward_run_not_built};
+}
 
 }  // namespace flashcore::detail

@@ -1,0 +1,132 @@
+// The sm90 backward's main kernel: shared-memory setup, roles, register split, and the dK / dV
+// epilogue; the roles are in mainloop.cuh. One CTA per (KV block of kBlockN keys, KV head, batch
+// entry); the preprocess (D, lse2, zeroed dQ accumulator) ran before it and the postprocess (dQ
+// scaled and converted) runs after it (launch.cu). Dense calls only: varlen, seqused_k, softcap,
+// ALiBi and deterministic mode run on the sm80 backward (launch.cu, supports()).
+#pragma once
+
+#include <cuda.h>
+
+#include "attention/mask.hpp"
+#include "common/cuda_check.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/mbarrier.hpp"
+#include "sm90/bwd/mainloop.cuh"
+#include "sm90/bwd/tile_config.hpp"
+
+namespace flashcore::sm90::bwd {
+
+// dK (times the softmax scale) and dV of this warpgroup's 64 keys from the accumulators (rows =
+// keys), 0 for keys no query sees; columns past the call's head dims (a padded call) are not its own.
+template <class Traits>
+FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, const BwdWalk<Traits>& walk,
+                           int warpgroup, int warp, int lane, const float* dk, const float* dv) {
+  using Element = typename Traits::Element;
+  const AttentionParams& p = bp.forward;
+  const int g = lane / 4, t = lane % 4;
+  Element* dk_base = static_cast<Element*>(bp.dk) +
+                     attn::token_offset(false, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, walk.batch, 0,
+                                        walk.head_kv);
+  Element* dv_base = static_cast<Element*>(bp.dv) +
+                     attn::token_offset(false, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, walk.batch, 0,
+                                        walk.head_kv);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = walk.n0 + 64 * warpgroup + 16 * warp + g + 8 * r;
+    if (key >= walk.keys_in_tensor) continue;
+#pragma unroll
+    for (int i = 0; i < Traits::kAccDk; i += 2) {
+      if (acc_row(i) != r) continue;
+      const int col = acc_col(i, t);
+      if (col < p.head_dim_qk) {
+        *reinterpret_cast<uint32_t*>(dk_base + key * bp.dk_seq_stride + col) =
+            ElementTraits<Element>::pack(dk[i] * args.scale, dk[i + 1] * args.scale);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Traits::kAccDv; i += 2) {
+      if (acc_row(i) != r) continue;
+      const int col = acc_col(i, t);
+      if (col < p.head_dim_v) {
+        *reinterpret_cast<uint32_t*>(dv_base + key * bp.dv_seq_stride + col) =
+            ElementTraits<Element>::pack(dv[i], dv[i + 1]);
+      }
+    }
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    backward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                    const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                    const __grid_constant__ BackwardParams bp, const __grid_constant__ sm80::BwdWorkspace ws,
+                    const __grid_constant__ BwdKernelArgs args) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ uint8_t smem_raw[];
+  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
+  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
+  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+
+  const BwdWalk<Traits> walk = BwdWalk<Traits>::make(bp.forward);
+  if (walk.n0 >= walk.keys_in_tensor) return;  // the whole CTA: no key of the tensor here
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32) % 4, 0);
+  const int lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(&smem.kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(&smem.q_full[s], 1);
+      ptx::mbarrier_init(&smem.do_full[s], 1);
+      ptx::mbarrier_init(&smem.q_empty[s], Traits::kConsumerWarps);
+    }
+    ptx::mbarrier_init(&smem.dq_full, Traits::kConsumerWarps);
+    ptx::mbarrier_init(&smem.dq_empty, 1);
+    ptx::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<kBwdProducerRegs>();
+    if (walk.steps > 0 && lane == 0) {
+      if (warp == 0) {
+        ptx::tma_prefetch_descriptor(&tm_q);
+        ptx::tma_prefetch_descriptor(&tm_do);
+        BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, args, ws, walk);
+      } else if (warp == 1) {
+        BwdDqWriter<Traits>::run(smem, ws, walk);
+      }
+    }
+  } else {
+    ptx::setmaxnreg_inc<kBwdConsumerRegs>();
+    const BwdConsumer<Traits> consumer{smem, args, walk, warpgroup - 1, warp, lane};
+    float dk[Traits::kAccDk], dv[Traits::kAccDv];
+    consumer.run(dk, dv);
+    store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
+  }
+}
+
+// Launches the main kernel for one (Dqk, Dv, Element) with the call's tensor maps (launch.cu).
+template <int kDqk, int kDv, typename Element>
+Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const sm80::BwdWorkspace& ws,
+                       const BwdKernelArgs& args, cudaStream_t stream) {
+  using Traits = BwdTraits<kDqk, kDv, Element>;
+  const AttentionParams& p = bp.forward;
+  auto* kernel = &backward_kernel<Traits>;
+  FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Traits::kSmemBytes)));
+  if (p.seqlen_k == 0) return Status::Ok();
+  const dim3 grid(unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN), p.heads_kv, p.batch);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(maps[kMapQ], maps[kMapK], maps[kMapV], maps[kMapDout],
+                                                                   bp, ws, args);
+  FC_CHECK_LAUNCH("sm90 backward_kernel");
+  return Status::Ok();
+}
+
+}  // namespace flashcore::sm90::bwd
+
+// One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
+#define FLASHCORE_SM90_BWD_INSTANTIATE(DQK, DV, ELEMENT)                                                     \
+  template flashcore::Status flashcore::sm90::bwd::launch_backward<DQK, DV, ELEMENT>(                         \
+      const CUtensorMap*, const flashcore::BackwardParams&, const flashcore::sm80::BwdWorkspace&,            \
+      const flashcore::sm90::bwd::BwdKernelArgs&, cudaStream_t);

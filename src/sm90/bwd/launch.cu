@@ -1,0 +1,165 @@
+// The sm90 backward's entry in the backward dispatch table: supports() says exactly why a call
+// cannot run here (it then runs on the sm80 backward); run() builds the tensor maps, lays out the
+// workspace (the sm80 backward's: sm80/bwd/workspace.hpp) in one stream-ordered allocation and runs
+// preprocess -> main kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess, the first and last
+// shared with the sm80 backward.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "api/built_kernels.hpp"
+#include "api/paths.hpp"
+#include "attention/constants.hpp"
+#include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
+#include "common/cuda_check.hpp"
+#include "sm80/bwd/postprocess.cuh"
+#include "sm80/bwd/preprocess.cuh"
+#include "sm80/bwd/workspace.hpp"
+#include "sm90/bwd/params.hpp"
+#include "sm90/bwd/tile_config.hpp"
+#include "sm90/common/tma.cuh"
+
+namespace flashcore {
+namespace sm90::bwd {
+
+namespace {
+
+using LaunchFn = Status (*)(const CUtensorMap*, const BackwardParams&, const sm80::BwdWorkspace&, const BwdKernelArgs&,
+                            cudaStream_t);
+using Instantiation = detail::BuiltKernel<LaunchFn>;
+
+constexpr Instantiation kInstantiations[] = {
+#define FLASHCORE_KERNEL(DQK, DV, DTYPE, ELEMENT, BUILT) \
+  FLASHCORE_BUILT_ENTRY(BUILT, (&launch_backward<DQK, DV, ELEMENT>), DQK, DV, DTYPE)
+#include "kernels/sm90_bwd_kernels.inc"
+#undef FLASHCORE_KERNEL
+    {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
+};
+
+bool tma_stride_ok(int64_t stride, int extent) { return extent <= 1 || (stride > 0 && stride % 8 == 0); }
+
+// TMA's rules for one [batch][seq][heads][head_dim] operand (16-byte base, strides multiples of 8 elements).
+std::string tma_operand_problem(const char* name, const void* ptr, int64_t seq, int64_t head, int64_t batch,
+                                int seqlen, int heads, int batch_count) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
+  if (!tma_stride_ok(seq, seqlen)) return std::string(name) + "_seq_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  if (!tma_stride_ok(head, heads)) return std::string(name) + "_head_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  if (!tma_stride_ok(batch, batch_count)) return std::string(name) + "_batch_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+  return "";
+}
+
+std::string sm90_backward_supports(const BackwardParams& bp, const detail::DeviceInfo& d) {
+  const AttentionParams& p = bp.forward;
+  if (!d.has_device || d.pointers_on_host) return "the sm90 backward needs a CUDA device and device pointers";
+  if (d.cc_major != 9 || d.cc_minor != 0) {
+    return "the sm90 backward needs compute capability 9.0 (sm_90a); device is " + std::to_string(d.cc_major) + "." +
+           std::to_string(d.cc_minor);
+  }
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
+    return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 backward (fp16, bf16)";
+  }
+  // Not yet here (the sm80 backward runs them): per-sequence lengths, the score modifiers, the
+  // fixed dQ order.
+  if (p.is_varlen() || p.seqused_k != nullptr) return "varlen and seqused_k calls run on the sm80 backward (not yet sm90)";
+  if (attn::uses_kv_cache_layout(p)) return "the sm90 backward reads dense K/V only";
+  if (p.softcap > 0.0f || p.alibi_slopes != nullptr) return "softcap and ALiBi run on the sm80 backward (not yet sm90)";
+  if (bp.deterministic) return "deterministic mode runs on the sm80 backward (not yet sm90)";
+  const Instantiation* inst = detail::find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (inst == nullptr) {
+    return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
+           dtype_name(p.dtype) + " are not in this build of the sm90 backward (built: " +
+           detail::built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
+           std::to_string(detail::kPaddedHeadDimMultiple) + ")";
+  }
+  const size_t smem = bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v);
+  if (smem > d.max_smem_per_block_optin) {
+    return "the sm90 backward for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
+           " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
+           std::to_string(d.max_smem_per_block_optin);
+  }
+  if (p.batch > 65535 || p.heads_kv > 65535) return "the sm90 backward launches at most 65535 batch entries and KV heads";
+  // TMA loads of q, k, v, dout; 16-byte vectors in the shared preprocess (o, dout) and postprocess (dq);
+  // dk, dv are written in 4-byte pairs.
+  std::string why = tma_operand_problem("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, p.seqlen_q,
+                                        p.heads_q, p.batch);
+  if (why.empty()) {
+    why = tma_operand_problem("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, p.seqlen_k, p.heads_kv, p.batch);
+  }
+  if (why.empty()) {
+    why = tma_operand_problem("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, p.seqlen_k, p.heads_kv, p.batch);
+  }
+  if (why.empty()) {
+    why = tma_operand_problem("dout", bp.dout, bp.dout_seq_stride, bp.dout_head_stride, bp.dout_batch_stride,
+                              p.seqlen_q, p.heads_q, p.batch);
+  }
+  if (why.empty()) why = detail::vector_alignment_problem(bp, 16);
+  return why;
+}
+
+template <typename Element>
+Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
+  const AttentionParams& p = bp.forward;
+  const BwdTile tile = bwd_tile(inst.head_dim_qk, inst.head_dim_v);
+  CUtensorMap maps[kBwdMaps];
+  const OperandView q{p.q, p.head_dim_qk, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
+  const OperandView k{p.k, p.head_dim_qk, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
+  const OperandView v{p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  const OperandView dout{bp.dout, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch, bp.dout_seq_stride, bp.dout_head_stride,
+                         bp.dout_batch_stride};
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQ], q, p.dtype, inst.head_dim_qk, tile.block_m));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], k, p.dtype, inst.head_dim_qk, kBwdBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], v, p.dtype, inst.head_dim_v, kBwdBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], dout, p.dtype, inst.head_dim_v, tile.block_m));
+  BwdKernelArgs args;
+  args.scale = attn::softmax_scale(p);
+  args.scale_log2 = args.scale * attn::kLog2e;
+  args.qk_per_chunk = per_chunk_map(p.head_dim_qk, inst.head_dim_qk);
+  args.v_per_chunk = per_chunk_map(p.head_dim_v, inst.head_dim_v);
+
+  sm80::BwdWorkspaceBytes bytes;
+  sm80::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
+  void* base = nullptr;
+  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
+  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
+  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
+                              "sm90 backward: zeroing the dQ accumulator");
+  const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
+  if (status.ok()) {
+    sm80::bwd_preprocess_kernel<Element>
+        <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_preprocess_kernel");
+  }
+  if (status.ok()) status = inst.launch(maps, bp, ws, args, stream);
+  const unsigned row_blocks_post = unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
+  if (status.ok()) {
+    sm80::bwd_postprocess_kernel<Element>
+        <<<dim3(row_blocks_post, p.heads_q, p.batch), sm80::kPostprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_postprocess_kernel");
+  }
+  const cudaError_t freed = cudaFreeAsync(base, stream);
+  if (status.ok()) status = cuda_status(freed, "sm90 backward: freeing the workspace");
+  return status;
+}
+
+Status sm90_backward_run(const BackwardParams& bp, const detail::DeviceInfo&, cudaStream_t stream) {
+  const AttentionParams& p = bp.forward;
+  const Instantiation* inst = detail::find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
+  if (inst == nullptr) return Status::Unsupported("sm90 backward: no instantiation for this call");
+  if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, stream);
+  return run_with_element<__half>(bp, *inst, stream);
+}
+
+}  // namespace
+
+}  // namespace sm90::bwd
+
+namespace detail {
+BackwardOps sm90_backward_path() {
+  return {KernelPath::kSm90, &sm90::bwd::sm90_backward_supports, &sm90::bwd::sm90_backward_run};
+}
+}  // namespace detail
+
+}  // namespace flashcore

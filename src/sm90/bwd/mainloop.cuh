@@ -1,0 +1,338 @@
+// The sm90 backward's roles around one CTA's walk (tile_config.hpp has the work split):
+//   Producer   (warp 0 of warpgroup 0, one thread): K, V of the CTA's block once, then per step Q,
+//              dO (TMA) and lse2, D (bulk copies) into a kStages ring
+//   DqWriter   (warp 1 of warpgroup 0, one thread): per step, the dQ partial in shared memory into
+//              the fp32 workspace by one bulk reduce-add
+//   Consumer   (warpgroups 1, 2): the GEMMs and the elementwise math of each step
+//
+// Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
+//   kv_full       producer -> consumers   K and V landed (1 arrival + their bytes); waited once
+//   q_full[s]     producer -> consumers   Q, lse2, D of the step in stage s landed (1 + bytes)
+//   do_full[s]    producer -> consumers   dO of the step landed (1 + bytes)
+//   q_empty[s]    consumers -> producer   every consumer warp's GEMMs that read Q and dO of stage s
+//                                         completed (kConsumerWarps arrivals)
+//   dq_full       consumers -> writer     every consumer warp wrote its part of the step's dQ
+//                                         partial and fenced it for the async proxy (8 arrivals)
+//   dq_empty      writer -> consumers     the bulk reduce-add finished reading the partial (1)
+// Named barrier kDsReady (the 256 consumer threads): both warpgroups wrote the step's dS^T, which
+// each reads whole for its share of dQ. dS^T has two buffers: a warpgroup past step i's barrier may
+// write step i + 1's while the other still runs step i's dQ GEMM, but not step i - 1's (it waited
+// for that GEMM before reaching step i's barrier).
+// Producer, writer and consumers walk the same steps (BwdWalk), so their ring positions agree
+// without other communication.
+#pragma once
+
+#include <cuda.h>
+
+#include <cmath>
+
+#include "attention/mask.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/math.hpp"
+#include "ptx/mbarrier.hpp"
+#include "ptx/mma_sm80.hpp"
+#include "ptx/tma.hpp"
+#include "ptx/wgmma.hpp"
+#include "sm80/bwd/workspace.hpp"
+#include "sm90/common/element.cuh"
+#include "sm90/common/fragment.cuh"
+#include "sm90/common/gemm.cuh"
+#include "sm90/common/tma.cuh"
+#include "sm90/bwd/params.hpp"
+#include "sm90/bwd/tile_config.hpp"
+
+namespace flashcore::sm90::bwd {
+
+inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
+
+// One CTA's walk: its KV block and the (query head, query block) steps that see it, in order
+// (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
+template <class Traits>
+struct BwdWalk {
+  int n0 = 0, head_kv = 0, batch = 0;
+  int group = 1, m_begin = 0, m_count = 0, steps = 0;
+  int keys_in_tensor = 0;
+  attn::SequenceExtent seq;
+  attn::VisibilityMask mask;
+
+  FC_DEVICE static BwdWalk make(const AttentionParams& p) {
+    BwdWalk w;
+    w.n0 = int(blockIdx.x) * Traits::kBlockN;
+    w.head_kv = blockIdx.y, w.batch = blockIdx.z;
+    w.seq = attn::sequence_extent(p, w.batch);
+    w.keys_in_tensor = p.seqlen_k;  // dense calls only (launch.cu)
+    w.mask = attn::make_mask(p, w.seq.seqlen_q, w.seq.seqlen_k);
+    w.group = p.heads_q / p.heads_kv;
+    // The query rows that see keys [n0, min(n0 + kBlockN, Sk) - 1]: n0 - max_diagonal <= i <=
+    // last key - min_diagonal.
+    if (w.n0 < w.seq.seqlen_k && w.seq.seqlen_q > 0) {
+      const long long key_last = min(w.n0 + Traits::kBlockN, w.seq.seqlen_k) - 1;
+      const long long lo = max(0LL, (long long)w.n0 - w.mask.max_diagonal());
+      const long long hi = min((long long)w.seq.seqlen_q - 1, key_last - w.mask.min_diagonal());
+      if (lo <= hi) {
+        w.m_begin = int(lo / Traits::kBlockM);
+        w.m_count = int(hi / Traits::kBlockM) + 1 - w.m_begin;
+      }
+    }
+    w.steps = w.group * w.m_count;
+    return w;
+  }
+  FC_DEVICE int head(int step) const { return head_kv * group + step / m_count; }
+  FC_DEVICE int m0(int step) const { return (m_begin + step % m_count) * Traits::kBlockM; }
+};
+
+template <class Traits>
+struct BwdProducer {
+  using Storage = typename Traits::SharedStorage;
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                             const CUtensorMap* tm_do, const BwdKernelArgs& args, const sm80::BwdWorkspace& ws,
+                             const BwdWalk<Traits>& walk) {
+    ptx::mbarrier_arrive_expect_tx(&smem.kv_full, Traits::kKBytes + Traits::kVBytes);
+    tma_load_operand<Traits::kDqk, Traits::kBlockN>(smem.k, tm_k, &smem.kv_full, walk.n0, walk.head_kv, walk.batch,
+                                                    args.qk_per_chunk);
+    tma_load_operand<Traits::kDv, Traits::kBlockN>(smem.v, tm_v, &smem.kv_full, walk.n0, walk.head_kv, walk.batch,
+                                                   args.v_per_chunk);
+    ptx::PipelineState<Traits::kStages> stage;
+    for (int step = 0; step < walk.steps; ++step, stage.advance()) {
+      const int h = walk.head(step), m0 = walk.m0(step);
+      // A waiter on an "empty" barrier starts at parity 1, which a fresh barrier reports complete.
+      ptx::mbarrier_wait(&smem.q_empty[stage.index], stage.phase ^ 1u);
+      uint64_t* q_full = &smem.q_full[stage.index];
+      ptx::mbarrier_arrive_expect_tx(q_full, Traits::kQBytes + 2 * Traits::kStatBytes);
+      tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[stage.index], tm_q, q_full, m0, h, walk.batch,
+                                                      args.qk_per_chunk);
+      // The workspace rows of a query block are padded (kBwdRowPad), so whole blocks are in bounds.
+      const int64_t row = ws.row(h, walk.batch, walk.seq.q_start, m0);
+      ptx::bulk_load(smem.lse2[stage.index], ws.lse2 + row, Traits::kStatBytes, q_full);
+      ptx::bulk_load(smem.row_d[stage.index], ws.row_d + row, Traits::kStatBytes, q_full);
+      uint64_t* do_full = &smem.do_full[stage.index];
+      ptx::mbarrier_arrive_expect_tx(do_full, Traits::kDoBytes);
+      tma_load_operand<Traits::kDv, Traits::kBlockM>(smem.dout[stage.index], tm_do, do_full, m0, h, walk.batch,
+                                                     args.v_per_chunk);
+    }
+  }
+};
+
+template <class Traits>
+struct BwdDqWriter {
+  using Storage = typename Traits::SharedStorage;
+  static __device__ void run(Storage& smem, const sm80::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
+    uint32_t phase = 0;
+    for (int step = 0; step < walk.steps; ++step, phase ^= 1u) {
+      ptx::mbarrier_wait(&smem.dq_full, phase);
+      const int64_t row = ws.row(walk.head(step), walk.batch, walk.seq.q_start, walk.m0(step));
+      ptx::bulk_reduce_add_f32(ws.dq_accum + row * ws.dq_row_stride, smem.dq, Traits::kDqBytes);
+      ptx::tma_store_commit();
+      ptx::tma_store_wait_read();
+      ptx::mbarrier_arrive(&smem.dq_empty);
+    }
+    ptx::tma_store_wait_all();  // the adds are complete before the CTA's shared memory goes away
+  }
+};
+
+template <class Traits>
+struct BwdConsumer {
+  using Storage = typename Traits::SharedStorage;
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kAccS = Traits::kAccS;
+  static constexpr int kRegsP = Traits::kRegsP;
+  static constexpr int kRowBytes = Traits::kRowBytes;
+  static constexpr ptx::WgmmaType kType = ElementTraits<Element>::kWgmma;
+
+  Storage& smem;
+  const BwdKernelArgs& args;
+  const BwdWalk<Traits>& walk;
+  int warpgroup;  // 0 or 1: keys [64 warpgroup, 64 warpgroup + 64) of the block
+  int warp, lane;
+
+  FC_DEVICE int key_of_row(int r) const { return walk.n0 + 64 * warpgroup + 16 * warp + lane / 4 + 8 * r; }
+
+  // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys (A: 64 rows of the K / V tile).
+  __device__ void issue_s(float* s, int stage) const {
+    gemm_ss_overwrite<kBlockM, Traits::kDqk, kBlockN, kBlockM, kType>(
+        s, ptx::smem_addr(smem.k) + warpgroup * 64 * kRowBytes, ptx::smem_addr(smem.q[stage]));
+  }
+  __device__ void issue_dp(float* dp, int stage) const {
+    gemm_ss_overwrite<kBlockM, Traits::kDv, kBlockN, kBlockM, kType>(
+        dp, ptx::smem_addr(smem.v) + warpgroup * 64 * kRowBytes, ptx::smem_addr(smem.dout[stage]));
+  }
+  // dQ (this warpgroup's share) = dS K over the block's kBlockN keys: A = dS^T read MN-major from
+  // the ds buffer, B = K read MN-major (as V in the forward's P V); 16 keys = 2048 bytes per k-step.
+  __device__ void issue_dq(float* dq, int ds_buffer) const {
+    constexpr uint32_t kChunkBytes = kBlockN * kRowBytes;  // one 64-column chunk of a kBlockN-row tile
+    const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? warpgroup * kChunkBytes : 0);
+    const uint32_t b = ptx::smem_addr(smem.k) + (Traits::kDqSplitRows ? 0 : warpgroup * kChunkBytes);
+    uint64_t desc_a = ptx::make_smem_desc(a, kChunkBytes, 1024);
+    uint64_t desc_b = ptx::make_smem_desc(b, kChunkBytes, 1024);
+    ptx::opaque(desc_a);
+    ptx::opaque(desc_b);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      ptx::WgmmaSSTrans<Traits::kDqCols, kType>::run(dq, ptx::desc_advance(desc_a, kk * 16 * kRowBytes),
+                                                     ptx::desc_advance(desc_b, kk * 16 * kRowBytes), kk > 0 ? 1 : 0);
+    }
+  }
+
+  // Whether (query, key) of accumulator element i is visible; queries past the sequence are not
+  // (their rows hold zeros or padding, and a NaN there must not reach a gradient).
+  __device__ bool visible(int i, int m0) const {
+    const int query = m0 + acc_col(i, lane % 4);
+    return attn::VisibilityMask::in_band(query, key_of_row(acc_row(i)), walk.mask.min_diagonal(),
+                                         walk.mask.max_diagonal(), walk.mask.seqlen_k) &&
+           query < walk.seq.seqlen_q;
+  }
+
+  // P^T = exp2(S^T scale_log2 - lse2), packed as the A operand of dV += P^T dO; 0 where invisible.
+  template <bool kMasked>
+  __device__ void probabilities(const float* s, uint32_t* p16, int stage, int m0) const {
+    const float* lse2 = smem.lse2[stage] + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kAccS / 4; ++j) {
+      const float2 l = *reinterpret_cast<const float2*>(lse2 + 8 * j);
+      float prob[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        prob[e] = ptx::exp2_approx(fmaf(s[i], args.scale_log2, -((e & 1) ? l.y : l.x)));
+        if (kMasked && !visible(i, m0)) prob[e] = 0.0f;
+      }
+      p16[2 * j] = ElementTraits<Element>::pack(prob[0], prob[1]);
+      p16[2 * j + 1] = ElementTraits<Element>::pack(prob[2], prob[3]);
+    }
+  }
+
+  // dS^T = P^T (dP^T - D) from the rounded P^T (the operand dV used), packed as the A operand of
+  // dK += dS^T Q; 0 where invisible.
+  template <bool kMasked>
+  __device__ void score_grads(const float* dp, const uint32_t* p16, uint32_t* ds16, int stage, int m0) const {
+    const float* row_d = smem.row_d[stage] + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kAccS / 4; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(row_d + 8 * j);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        const float2 prob = ptx::unpack2(p16[2 * j + h], Element{});
+        float ds0 = prob.x * (dp[i] - d.x), ds1 = prob.y * (dp[i + 1] - d.y);
+        if (kMasked) {
+          if (!visible(i, m0)) ds0 = 0.0f;
+          if (!visible(i + 1, m0)) ds1 = 0.0f;
+        }
+        ds16[2 * j + h] = ElementTraits<Element>::pack(ds0, ds1);
+      }
+    }
+  }
+
+  // dS^T (packed pairs) into the ds buffer: [kBlockM/64][kBlockN keys][64 queries], 128-byte
+  // swizzle (16-byte chunk c of key row r at c ^ (r % 8)). Pair i holds key row 16 warp + g +
+  // 8 (i % 2), queries 8 (i / 2) + 2t, + 1.
+  __device__ void store_ds(const uint32_t* ds16, int ds_buffer) const {
+    const int g = lane / 4, t = lane % 4;
+    const uint32_t base = ptx::smem_addr(smem.ds[ds_buffer]);
+#pragma unroll
+    for (int i = 0; i < kRegsP; ++i) {
+      const int key = 64 * warpgroup + 16 * warp + g + 8 * (i & 1);
+      const int query = 8 * (i >> 1);
+      const uint32_t addr = base + (query / 64) * (kBlockN * kRowBytes) + key * kRowBytes +
+                            ((((query % 64) / 8) ^ (key % 8)) * 16) + 4 * t;
+      ptx::st_shared_b32(addr, ds16[i]);
+    }
+  }
+
+  // This warpgroup's dQ share into the row-major fp32 staging tile [kBlockM][kDqk].
+  __device__ void store_dq(const float* dq) const {
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = (Traits::kDqSplitRows ? 64 * warpgroup : 0) + 16 * warp + g;
+    const int col0 = (Traits::kDqSplitRows ? 0 : 64 * warpgroup) + 2 * t;
+    const uint32_t base = ptx::smem_addr(smem.dq);
+#pragma unroll
+    for (int i = 0; i < Traits::kAccDq; i += 2) {
+      const int row = row0 + 8 * acc_row(i), col = col0 + 8 * (i >> 2);
+      if (col < Traits::kDqk) ptx::st_shared_f32x2(base + 4 * (row * Traits::kDqk + col), dq[i], dq[i + 1]);
+    }
+  }
+
+  __device__ void run(float* dk, float* dv) const {
+#pragma unroll
+    for (int i = 0; i < Traits::kAccDk; ++i) dk[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Traits::kAccDv; ++i) dv[i] = 0.0f;
+    if (walk.steps == 0) return;
+    ptx::mbarrier_wait(&smem.kv_full, 0);
+    ptx::PipelineState<Traits::kStages> stage;
+    uint32_t dq_phase = 0;
+    const int key_first = walk.n0 + 64 * warpgroup;
+    for (int step = 0; step < walk.steps; ++step, stage.advance(), dq_phase ^= 1u) {
+      const int m0 = walk.m0(step);
+      const int ds_buffer = step & 1;
+      float s[kAccS], dp[kAccS];
+      uint32_t p16[kRegsP], ds16[kRegsP];
+      ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
+      ptx::wgmma_fence();
+      issue_s(s, stage.index);
+      ptx::wgmma_commit();
+      if constexpr (Traits::kOverlapDp) {
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        issue_dp(dp, stage.index);
+        ptx::wgmma_commit();
+      }
+      // S^T retired (kOverlapDp: dP^T may still run): P^T.
+      ptx::wgmma_wait<Traits::kOverlapDp ? 1 : 0>();
+      ptx::fence_registers<kAccS>(s);
+      const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
+                             walk.mask.tile_fully_visible(m0, m0 + kBlockM - 1, key_first, key_first + 63);
+      if (full_tile) {
+        probabilities<false>(s, p16, stage.index, m0);
+      } else {
+        probabilities<true>(s, p16, stage.index, m0);
+      }
+      if constexpr (!Traits::kOverlapDp) {
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        ptx::wgmma_fence();
+        issue_dp(dp, stage.index);
+        ptx::wgmma_commit();
+      }
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers<kAccS>(dp);
+      if (full_tile) {
+        score_grads<false>(dp, p16, ds16, stage.index, m0);
+      } else {
+        score_grads<true>(dp, p16, ds16, stage.index, m0);
+      }
+      store_ds(ds16, ds_buffer);
+
+      // dV += P^T dO, dK += dS^T Q (A from registers, B read MN-major from the stage).
+      ptx::wgmma_fence();
+      gemm_rs_accumulate<Traits::kDv, kBlockM, kType>(dv, p16, ptx::smem_addr(smem.dout[stage.index]));
+      gemm_rs_accumulate<Traits::kDqk, kBlockM, kType>(dk, ds16, ptx::smem_addr(smem.q[stage.index]));
+      ptx::wgmma_commit();
+
+      // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_sync(kDsReadyBarrier, 256);
+      float dq[Traits::kAccDq];
+      ptx::wgmma_fence();
+      issue_dq(dq, ds_buffer);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers<Traits::kAccDq>(dq);
+      ptx::fence_registers<Traits::kAccDk>(dk);
+      ptx::fence_registers<Traits::kAccDv>(dv);
+      ptx::fence_registers<kRegsP>(p16);
+      ptx::fence_registers<kRegsP>(ds16);
+      // Q and dO of this stage are read for the last time.
+      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
+
+      // The staging tile is free once the previous step's reduce-add has read it.
+      ptx::mbarrier_wait(&smem.dq_empty, dq_phase ^ 1u);
+      store_dq(dq);
+      ptx::fence_proxy_async_smem();  // these stores -> the bulk reduce-add (async proxy)
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&smem.dq_full);
+    }
+  }
+};
+
+}  // namespace flashcore::sm90::bwd

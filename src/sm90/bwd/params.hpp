@@ -1,0 +1,29 @@
+// What the sm90 backward's main kernel reads besides BackwardParams, the workspace and its tensor
+// maps, and the declaration of its per-instantiation launcher, so launch.cu dispatches to the
+// instantiation units (generated from cmake/KernelList.cmake) without compiling any of them.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "flashcore/flashcore.hpp"
+#include "sm80/bwd/workspace.hpp"
+
+namespace flashcore::sm90::bwd {
+
+struct BwdKernelArgs {
+  float scale_log2 = 1.0f;    // softmax scale * log2(e): P = exp2(dot * scale_log2 - lse2)
+  float scale = 1.0f;         // applied to dK here and to dQ in the postprocess
+  bool qk_per_chunk = false;  // q/k maps per 64-column chunk (sm90/common/tma.cuh, per_chunk_map)
+  bool v_per_chunk = false;   // v/dout maps
+};
+
+// The tensor maps of one call, in the kernel's parameter order.
+enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kBwdMaps };
+
+// Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
+template <int kDqk, int kDv, typename Element>
+Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const sm80::BwdWorkspace& ws,
+                       const BwdKernelArgs& args, cudaStream_t stream);
+
+}  // namespace flashcore::sm90::bwd

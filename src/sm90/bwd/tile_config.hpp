@@ -1,0 +1,115 @@
+// The sm90 backward's ONE tuning table and the compile-time facts derived from it (shared-memory
+// layout, register split).
+//
+// Work split (mainloop.cuh): a CTA owns kBlockN = 128 keys of one KV head and walks the query
+// blocks (kBlockM rows, every query head of the group) that see them. Consumer warpgroup w owns
+// keys [64 w, 64 w + 64): per step it computes S^T = K Q^T and dP^T = V dO^T for them (wgmma, keys
+// as M), so P^T and dS^T leave the accumulators straight as the A operand of dV += P^T dO and
+// dK += dS^T Q; dK and dV stay in registers for the whole walk. dS^T also goes to shared memory,
+// where both warpgroups read it for dQ = dS K: split along dQ's columns (kBlockM = 64: warpgroup w
+// takes 64-column chunk w of the padded Dqk) or along its rows (kBlockM = 128: warpgroup w takes
+// query rows [64 w, 64 w + 64)), so each operand starts on a 64-column chunk of its tile.
+//
+// Registers per consumer thread: dK + dV = (Dqk + Dv) / 2 fp32 for the whole walk; per step S^T
+// and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each), dQ's share (Dqk / 4 or
+// Dqk / 2 fp32). d128 at kBlockM 64: 128 + 32 + 32 + 16 + 16 + 32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flashcore::sm90::bwd {
+
+struct BwdTile {
+  int block_m = 0;  // query rows per step (64: dQ split by columns; 128: by rows)
+  int stages = 0;   // Q / dO / statistics buffers in the ring
+};
+
+constexpr BwdTile bwd_tile(int head_dim_qk, int head_dim_v) {
+  const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
+  if (d <= 64) return {128, 2};
+  return {64, 2};
+}
+
+inline constexpr int kBwdBlockN = 128;       // keys per CTA: 64 per consumer warpgroup
+inline constexpr int kBwdConsumerWarpgroups = 2;
+inline constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
+inline constexpr int kBwdProducerRegs = 24;
+inline constexpr int kBwdConsumerRegs = 240;
+
+template <int kDqk_, int kDv_, typename Element_>
+struct BwdTraits {
+  using Element = Element_;
+  static constexpr int kDqk = kDqk_;
+  static constexpr int kDv = kDv_;
+  static constexpr BwdTile kTile = bwd_tile(kDqk, kDv);
+  static constexpr int kBlockM = kTile.block_m;
+  static constexpr int kStages = kTile.stages;
+  static constexpr int kBlockN = kBwdBlockN;
+  static constexpr int kThreads = kBwdThreads;
+  static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
+  static constexpr bool kDqSplitRows = kBlockM == 128;  // otherwise split by 64-column chunks of Dqk
+  // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
+  // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
+  static constexpr bool kOverlapDp = kBlockM == 64;
+
+  static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
+  static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
+  static constexpr int kDvPad = (kDv + 63) / 64 * 64;
+  // dQ's columns per consumer warpgroup (the wgmma N of dQ = dS K).
+  static constexpr int kDqCols = kDqSplitRows ? kDqkPad : kDqkPad / 2;
+
+  static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
+  static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
+  static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;   // TMA credits the whole box, zeros too
+  static constexpr uint32_t kDoBytes = kBlockM * kDvPad * 2;
+  static constexpr uint32_t kStatBytes = kBlockM * 4;          // lse2 or D of one step
+  static constexpr uint32_t kDqBytes = kBlockM * kDqk * 4;     // one step's fp32 dQ partial, row-major
+
+  // Per consumer thread.
+  static constexpr int kAccS = kBlockM / 2;   // S^T, dP^T: 64 keys x kBlockM queries
+  static constexpr int kRegsP = kBlockM / 4;  // P^T, dS^T packed: kBlockM / 16 k-steps of 4 words
+  static constexpr int kAccDk = kDqk / 2;
+  static constexpr int kAccDv = kDv / 2;
+  static constexpr int kAccDq = kDqCols / 2;
+
+  struct alignas(1024) SharedStorage {
+    alignas(1024) uint16_t k[kBlockN * kDqkPad];  // [Dqk/64][kBlockN][64], swizzled
+    alignas(1024) uint16_t v[kBlockN * kDvPad];
+    alignas(1024) uint16_t q[kStages][kBlockM * kDqkPad];
+    alignas(1024) uint16_t dout[kStages][kBlockM * kDvPad];
+    // dS^T of a step, [kBlockM/64][kBlockN keys][64 queries] swizzled: dQ's A operand (MN-major).
+    // Two buffers: a warpgroup writes step i's while the other may still read step i - 1's.
+    alignas(1024) uint16_t ds[2][kBlockN * kBlockM];
+    alignas(16) float dq[kBlockM * kDqk];  // one step's dQ partial for the bulk reduce-add
+    alignas(16) float lse2[kStages][kBlockM];
+    alignas(16) float row_d[kStages][kBlockM];
+    // Barriers (mainloop.cuh says who arrives and who waits).
+    uint64_t kv_full;
+    uint64_t q_full[kStages], q_empty[kStages];
+    uint64_t do_full[kStages];
+    uint64_t dq_full, dq_empty;
+  };
+  // Dynamic shared memory is only guaranteed 16-byte aligned: ask for 1 KiB of slack and align.
+  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
+
+  static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: whole k16 steps");
+  static_assert(kDqk <= 128 && kDv <= 128, "dK and dV of 64 keys live in registers: head dims up to 128");
+  static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 query rows per step");
+  static_assert(kDqSplitRows || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
+  static_assert(kBwdProducerRegs * 128 + kBwdConsumerRegs * 128 * kBwdConsumerWarpgroups <=
+                    65536 / kThreads / 8 * 8 * kThreads,
+                "register split exceeds the CTA's launch allocation");
+};
+
+// Shared memory of the (Dqk, Dv) kernel, for supports() (host code, no instantiation needed).
+constexpr size_t bwd_smem_bytes(int dqk, int dv) {
+  const BwdTile t = bwd_tile(dqk, dv);
+  const size_t dqk_pad = size_t(dqk + 63) / 64 * 64, dv_pad = size_t(dv + 63) / 64 * 64;
+  const size_t tiles = 2 * (kBwdBlockN * (dqk_pad + dv_pad) + t.stages * t.block_m * (dqk_pad + dv_pad) +
+                            2 * size_t(kBwdBlockN) * t.block_m);
+  return tiles + size_t(t.block_m) * dqk * 4 + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
+}
+
+}  // namespace flashcore::sm90::bwd

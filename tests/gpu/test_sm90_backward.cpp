@@ -1,0 +1,153 @@
+// The sm90 backward (src/sm90/bwd/) against the fp64 CPU reference backward on the same inputs
+// (tests/gpu/backward_check.hpp): dense features x head dims x dtypes x tails, with several KV
+// blocks per head and several query steps per block; padded head dims; and the calls it leaves to the
+// sm80 backward (varlen, softcap, ALiBi, deterministic) going there under kAuto.
+#include "backward_check.hpp"
+
+namespace flashcore {
+namespace {
+
+using testing::BackwardCase;
+
+std::vector<BackwardCase> dense_cases(DType dt, int dqk, int dv) {
+  std::vector<BackwardCase> out;
+  auto base = [&] {
+    testing::TestCase tc;
+    tc.dtype = dt;
+    tc.batch = 2, tc.seqlen_q = 200, tc.seqlen_k = 333, tc.heads_q = tc.heads_kv = 2;
+    tc.head_dim_qk = dqk, tc.head_dim_v = dv;
+    tc.seed = 300 + dqk + dv;
+    return tc;
+  };
+  testing::TestCase tc = base();
+  out.push_back({"dense Sq 200 Sk 333", tc});
+  tc.causal = true, tc.heads_q = 6, tc.heads_kv = 2;
+  out.push_back({"causal GQA 6/2", tc});
+  tc = base();
+  tc.causal = true, tc.align = MaskAlign::kTopLeft, tc.seqlen_q = 300, tc.seqlen_k = 140;
+  out.push_back({"causal top-left Sq > Sk", tc});
+  tc = base();
+  tc.window_left = 40, tc.window_right = 7, tc.input_scale = 2.0f;
+  out.push_back({"window 40/7, inputs x2", tc});
+  tc = base();
+  tc.causal = true, tc.seqlen_q = 260, tc.seqlen_k = 100;  // bottom-right: rows 0..159 see no key
+  out.push_back({"rows without keys", tc});
+  tc = base();
+  tc.heads_q = 4, tc.heads_kv = 1, tc.seqlen_q = tc.seqlen_k = 129;
+  out.push_back({"MQA 4/1, one past a block", tc});
+  tc = base();
+  tc.batch = 1, tc.seqlen_q = tc.seqlen_k = 1000, tc.heads_q = 4, tc.heads_kv = 2, tc.causal = true;
+  out.push_back({"causal S 1000, 8 KV blocks", tc});
+  return out;
+}
+
+bool sm90_takes(int dqk, int dv, DType dt) {
+  return testing::backward_path_takes(KernelPath::kSm90, dqk, dv, dt, "sm90-bwd");
+}
+
+TEST(Sm90Backward, MatchesTheFp64CpuReference) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm90;
+  run.expect_repeatable = false;  // fp32 dQ adds (bulk reduce-add) in any order
+  run.tag = "sm90-bwd";
+  int ran = 0;
+  for (DType dt : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 96, 128}) {
+      if (!sm90_takes(d, d, dt)) continue;
+      for (const BackwardCase& c : dense_cases(dt, d, d)) {
+        SCOPED_TRACE(testing::TestCase(c.tc).describe());
+        testing::check_backward(c, run);
+        ++ran;
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
+}
+
+// Head dims without a kernel of their own run padded on the covering one: 40 -> 64, 80 -> 96,
+// 112 -> 128, 72/40 -> 96/96; zeros past the call's columns in the loaded tiles, and dQ, dK, dV
+// written only in its columns.
+TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm90;
+  run.expect_repeatable = false;
+  run.tag = "sm90-bwd-padded";
+  int ran = 0;
+  const std::pair<int, int> dims[] = {{40, 40}, {80, 80}, {112, 112}, {72, 40}};
+  for (DType dt : {DType::kFloat16, DType::kBFloat16})
+    for (auto [dqk, dv] : dims) {
+      if (!sm90_takes(dqk, dv, dt)) continue;
+      for (const BackwardCase& c : dense_cases(dt, dqk, dv)) {
+        SCOPED_TRACE(testing::TestCase(c.tc).describe());
+        testing::check_backward(c, run);
+        ++ran;
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "no covering sm90 backward kernel in this build";
+}
+
+// What the sm90 backward does not take yet goes to the sm80 backward under kAuto, with the reason
+// named when the sm90 path is pinned; each still computes correctly.
+TEST(Sm90Backward, CallsItLeavesRunOnTheSm80Backward) {
+  FC_REQUIRE_GPU();
+  if (!sm90_takes(64, 64, DType::kBFloat16)) GTEST_SKIP() << "the sm90 backward d64 bf16 is not in this build";
+  testing::TestCase tc;
+  tc.dtype = DType::kBFloat16, tc.batch = 2, tc.seqlen_q = 150, tc.seqlen_k = 170, tc.heads_q = tc.heads_kv = 2;
+  tc.head_dim_qk = tc.head_dim_v = 64, tc.seed = 11;
+  EXPECT_EQ(testing::chosen_backward_path(tc), KernelPath::kSm90);
+  struct Variant {
+    const char* name;
+    testing::TestCase tc;
+    bool deterministic;
+    const char* reason;
+  };
+  std::vector<Variant> variants;
+  testing::TestCase v = tc;
+  v.softcap = 5.0f;
+  variants.push_back({"softcap", v, false, "softcap"});
+  v = tc;
+  v.alibi = testing::AlibiLayout::kPerHead;
+  variants.push_back({"ALiBi", v, false, "ALiBi"});
+  v = tc;
+  v.varlen_q = {70, 80}, v.varlen_k = {90, 80};
+  variants.push_back({"varlen", v, false, "varlen"});
+  variants.push_back({"deterministic", tc, true, "deterministic"});
+  for (const Variant& var : variants) {
+    SCOPED_TRACE(var.name);
+    if (!var.deterministic) {
+      Status st;
+      testing::chosen_backward_path(var.tc, KernelPath::kSm90, &st);
+      EXPECT_FALSE(st.ok());
+      EXPECT_NE(st.message.find(var.reason), std::string::npos) << st.message;
+      EXPECT_EQ(testing::chosen_backward_path(var.tc), KernelPath::kSm80);
+    }
+    testing::BackwardRun run;  // kAuto
+    run.deterministic = var.deterministic;
+    run.expect_repeatable = var.deterministic;
+    run.tag = "sm90-bwd-leaves";
+    testing::check_backward({var.name, var.tc}, run);
+  }
+}
+
+// The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): the dense cases
+// at d64 (128-row steps, dQ split by rows) and d128 (64-row steps, split by columns) in fp16.
+TEST(Sm90BackwardSanitizer, DenseD64D128) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm90;
+  run.expect_repeatable = false;
+  run.tag = "sm90-bwd-san";
+  int ran = 0;
+  for (int d : {64, 128}) {
+    if (!sm90_takes(d, d, DType::kFloat16)) continue;
+    for (const BackwardCase& c : dense_cases(DType::kFloat16, d, d)) {
+      testing::check_backward(c, run);
+      ++ran;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
+}
+
+}  // namespace
+}  // namespace flashcore
