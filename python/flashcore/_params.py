@@ -29,15 +29,16 @@ PATHS = {
 }
 PATH_NAMES = {value: name for name, value in PATHS.items()}
 
-# The paths that have a backward (the C++ attention_backward's table: sm80, naive GPU, CPU reference).
+# The paths whose backward `_path=` pins: sm80, naive GPU, CPU reference. An sm90 forward's backward
+# is chosen automatically (the sm90 backward where it takes the call, else sm80), as for "auto".
 _BACKWARD_PATHS = frozenset(PATHS[name] for name in ("sm80", "naive", "cpu"))
 
 
 def backward_path_code(forward_path: int) -> int:
     """The backward's path code for a forward that ran with `forward_path` (a PATHS value): the same
-    path where it has a backward (sm80, naive, cpu), so `_path=` pins both passes; automatic selection
-    (sm80 -> naive GPU -> CPU reference, the first that runs the call) for "auto", and for "sm90",
-    which has no backward yet."""
+    path for sm80, naive and cpu, so `_path=` pins both passes; automatic selection (sm90 -> sm80 ->
+    naive GPU -> CPU reference, the first that runs the call) for "auto" and for "sm90", whose
+    backward does not take every call the sm90 forward does (varlen, softcap, ALiBi, deterministic)."""
     return forward_path if forward_path in _BACKWARD_PATHS else PATHS["auto"]
 
 MASK_ALIGNS = {"bottom_right": int(_C.MaskAlign.BOTTOM_RIGHT), "top_left": int(_C.MaskAlign.TOP_LEFT)}
