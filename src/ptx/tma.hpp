@@ -66,6 +66,15 @@ FC_DEVICE void tma_store_4d(const void* tensor_map, const void* src, int c0, int
       "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// global box at (c0 innermost, c1) += the shared-memory box at `src`, element-wise (fp32 add, atomic
+// in L2); a bulk group like the stores.
+FC_DEVICE void tma_reduce_add_2d(const void* tensor_map, const void* src, int c0, int c1) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(tensor_map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1)
+      : "memory");
+}
 // Non-tensor bulk copies (cp.async.bulk): `bytes` contiguous bytes, a multiple of 16, both
 // addresses 16-byte aligned.
 // global -> shared; completion adds `bytes` to `bar`'s transaction count.
@@ -75,15 +84,6 @@ FC_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* b
                "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
 }
-// global[i] += shared[i] for `bytes` / 4 floats, element-wise atomic in L2 (a bulk group: commit,
-// then wait as for TMA stores).
-FC_DEVICE void bulk_reduce_add_f32(float* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   reinterpret_cast<uint64_t>(dst)),
-               "r"(smem_addr(src)), "r"(bytes)
-               : "memory");
-}
-
 FC_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until the committed stores have finished reading shared memory (the tile may be reused).
 FC_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }

@@ -132,6 +132,10 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
         <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_preprocess_kernel");
   }
+  if (status.ok()) {
+    status = encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk,
+                                    int64_t(p.heads_q) * ws.rows_per_head, tile.block_m);
+  }
   if (status.ok()) status = inst.launch(maps, bp, ws, args, stream);
   const unsigned row_blocks_post = unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
   if (status.ok()) {

@@ -2,7 +2,7 @@
 //   Producer   (warp 0 of warpgroup 0, one thread): K, V of the CTA's block once, then per step Q,
 //              dO (TMA) and lse2, D (bulk copies) into a kStages ring
 //   DqWriter   (warp 1 of warpgroup 0, one thread): per step, the dQ partial in shared memory into
-//              the fp32 workspace by one bulk reduce-add
+//              the fp32 workspace by TMA reduce-adds, one per 32-column box
 //   Consumer   (warpgroups 1, 2): the GEMMs and the elementwise math of each step
 //
 // Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
@@ -13,7 +13,7 @@
 //                                         completed (kConsumerWarps arrivals)
 //   dq_full       consumers -> writer     every consumer warp wrote its part of the step's dQ
 //                                         partial and fenced it for the async proxy (8 arrivals)
-//   dq_empty      writer -> consumers     the bulk reduce-add finished reading the partial (1)
+//   dq_empty      writer -> consumers     the reduce-adds finished reading the partial (1)
 // Named barrier kDsReady (the 256 consumer threads): both warpgroups wrote the step's dS^T, which
 // each reads whole for its share of dQ. dS^T has two buffers: a warpgroup past step i's barrier may
 // write step i + 1's while the other still runs step i's dQ GEMM, but not step i - 1's (it waited
@@ -116,12 +116,17 @@ struct BwdProducer {
 template <class Traits>
 struct BwdDqWriter {
   using Storage = typename Traits::SharedStorage;
-  static __device__ void run(Storage& smem, const sm80::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
+  // tm_dq: the workspace's dQ accumulator as an fp32 matrix of dq_row_stride columns (launch.cu).
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_dq, const sm80::BwdWorkspace& ws,
+                             const BwdWalk<Traits>& walk) {
     uint32_t phase = 0;
     for (int step = 0; step < walk.steps; ++step, phase ^= 1u) {
       ptx::mbarrier_wait(&smem.dq_full, phase);
       const int64_t row = ws.row(walk.head(step), walk.batch, walk.seq.q_start, walk.m0(step));
-      ptx::bulk_reduce_add_f32(ws.dq_accum + row * ws.dq_row_stride, smem.dq, Traits::kDqBytes);
+#pragma unroll
+      for (int c = 0; c < Traits::kDqk / 32; ++c) {
+        ptx::tma_reduce_add_2d(tm_dq, smem.dq + c * Traits::kBlockM * 32, 32 * c, int(row));
+      }
       ptx::tma_store_commit();
       ptx::tma_store_wait_read();
       ptx::mbarrier_arrive(&smem.dq_empty);
@@ -241,7 +246,7 @@ struct BwdConsumer {
     }
   }
 
-  // This warpgroup's dQ share into the row-major fp32 staging tile [kBlockM][kDqk].
+  // This warpgroup's dQ share into the fp32 staging tile.
   __device__ void store_dq(const float* dq) const {
     const int g = lane / 4, t = lane % 4;
     const int row0 = (Traits::kDqSplitRows ? 64 * warpgroup : 0) + 16 * warp + g;
@@ -250,7 +255,13 @@ struct BwdConsumer {
 #pragma unroll
     for (int i = 0; i < Traits::kAccDq; i += 2) {
       const int row = row0 + 8 * acc_row(i), col = col0 + 8 * (i >> 2);
-      if (col < Traits::kDqk) ptx::st_shared_f32x2(base + 4 * (row * Traits::kDqk + col), dq[i], dq[i + 1]);
+      // [kDqk/32][kBlockM][32] floats, 128-byte swizzle (the dq_accum map's boxes).
+      const int unit = (col % 32) / 4;
+      if (col < Traits::kDqk) {
+        ptx::st_shared_f32x2(base + (col / 32) * (Traits::kBlockM * 128) + row * 128 + ((unit ^ (row % 8)) * 16) +
+                                 4 * (col % 4),
+                             dq[i], dq[i + 1]);
+      }
     }
   }
 
@@ -325,10 +336,10 @@ struct BwdConsumer {
       // Q and dO of this stage are read for the last time.
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
 
-      // The staging tile is free once the previous step's reduce-add has read it.
+      // The staging tile is free once the previous step's reduce-adds have read it.
       ptx::mbarrier_wait(&smem.dq_empty, dq_phase ^ 1u);
       store_dq(dq);
-      ptx::fence_proxy_async_smem();  // these stores -> the bulk reduce-add (async proxy)
+      ptx::fence_proxy_async_smem();  // these stores -> the reduce-adds (async proxy)
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(&smem.dq_full);
     }

@@ -64,7 +64,6 @@ struct BwdTraits {
   static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;   // TMA credits the whole box, zeros too
   static constexpr uint32_t kDoBytes = kBlockM * kDvPad * 2;
   static constexpr uint32_t kStatBytes = kBlockM * 4;          // lse2 or D of one step
-  static constexpr uint32_t kDqBytes = kBlockM * kDqk * 4;     // one step's fp32 dQ partial, row-major
 
   // Per consumer thread.
   static constexpr int kAccS = kBlockM / 2;   // S^T, dP^T: 64 keys x kBlockM queries
@@ -81,7 +80,10 @@ struct BwdTraits {
     // dS^T of a step, [kBlockM/64][kBlockN keys][64 queries] swizzled: dQ's A operand (MN-major).
     // Two buffers: a warpgroup writes step i's while the other may still read step i - 1's.
     alignas(1024) uint16_t ds[2][kBlockN * kBlockM];
-    alignas(16) float dq[kBlockM * kDqk];  // one step's dQ partial for the bulk reduce-add
+    // One step's fp32 dQ partial, [kDqk/32][kBlockM][32] with the 128-byte swizzle: the boxes of the
+    // workspace's tensor map (launch.cu), added into it by TMA reduce-adds. (Row-major, a warp's
+    // stores to 8 rows kDqk floats apart would all hit the same banks.)
+    alignas(1024) float dq[kBlockM * kDqk];
     alignas(16) float lse2[kStages][kBlockM];
     alignas(16) float row_d[kStages][kBlockM];
     // Barriers (mainloop.cuh says who arrives and who waits).
@@ -93,7 +95,7 @@ struct BwdTraits {
   // Dynamic shared memory is only guaranteed 16-byte aligned: ask for 1 KiB of slack and align.
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
 
-  static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims: whole k16 steps");
+  static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims: whole k16 steps; dQ in 32-column boxes");
   static_assert(kDqk <= 128 && kDv <= 128, "dK and dV of 64 keys live in registers: head dims up to 128");
   static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 query rows per step");
   static_assert(kDqSplitRows || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");

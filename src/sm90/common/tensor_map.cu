@@ -83,4 +83,23 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
   return Status::Ok();
 }
 
+Status encode_fp32_matrix_map(CUtensorMap* map, float* base, int cols, int64_t rows, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  if (cols % 32 != 0 || rows <= 0 || rows > (int64_t(1) << 32)) {
+    return Status::Internal("sm90: an fp32 matrix map needs a multiple of 32 columns and 1..2^32 rows");
+  }
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)cols * 4};
+  const cuuint32_t box[2] = {32, (cuuint32_t)box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult res = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS) {
+    return Status::Internal("sm90: cuTensorMapEncodeTiled (fp32 matrix) failed with CUresult " + std::to_string((int)res));
+  }
+  return Status::Ok();
+}
+
 }  // namespace flashcore::sm90

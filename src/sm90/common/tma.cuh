@@ -40,6 +40,10 @@ FC_HOST_DEVICE constexpr bool per_chunk_map(int head_dim, int tile_head_dim) {
 }
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
                           int box_chunks = 0);
+// An fp32 matrix of `rows` rows of `cols` floats (cols a multiple of 32: the row pitch is cols * 4
+// bytes) as a 2-D TMA view whose box is 32 columns x box_rows rows with the 128-byte swizzle: in
+// shared memory one [box_rows][32] fp32 tile per box, 16-byte unit u of row r at u ^ (r % 8).
+Status encode_fp32_matrix_map(CUtensorMap* map, float* base, int cols, int64_t rows, int box_rows);
 
 #if defined(__CUDACC__)
 // One operand tile [ceil(D/64)][kRows][64] from token row `row` of (head, batch): one 5-D box, or one
