@@ -78,6 +78,11 @@ FC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared
 FC_DEVICE void st_release_gpu(int* flag, int value) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
 }
+FC_DEVICE void red_release_gpu_add(int* counter, int value) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(counter), "r"(value) : "memory");
+}
+// Orders this thread's generic-proxy global accesses with its async-proxy ones (TMA) around it.
+FC_DEVICE void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 FC_DEVICE int ld_acquire_gpu(const int* flag) {
   int value;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(flag) : "memory");

@@ -1,7 +1,7 @@
 // The sm90 backward (src/sm90/bwd/) against the fp64 CPU reference backward on the same inputs
-// (tests/gpu/backward_check.hpp): dense features x head dims x dtypes x tails, with several KV
-// blocks per head and several query steps per block; padded head dims; and the calls it leaves to the
-// sm80 backward (varlen, softcap, ALiBi, deterministic) going there under kAuto.
+// (tests/gpu/backward_check.hpp): features x head dims x dtypes x tails, with several KV blocks per
+// head and several query steps per block; padded head dims; deterministic mode bitwise repeatable;
+// and the calls it leaves to the sm80 backward (softcap, ALiBi) going there under kAuto.
 #include "backward_check.hpp"
 
 namespace flashcore {
@@ -9,7 +9,7 @@ namespace {
 
 using testing::BackwardCase;
 
-std::vector<BackwardCase> dense_cases(DType dt, int dqk, int dv) {
+std::vector<BackwardCase> feature_cases(DType dt, int dqk, int dv) {
   std::vector<BackwardCase> out;
   auto base = [&] {
     testing::TestCase tc;
@@ -38,6 +38,17 @@ std::vector<BackwardCase> dense_cases(DType dt, int dqk, int dv) {
   tc = base();
   tc.batch = 1, tc.seqlen_q = tc.seqlen_k = 1000, tc.heads_q = 4, tc.heads_kv = 2, tc.causal = true;
   out.push_back({"causal S 1000, 8 KV blocks", tc});
+  tc = base();
+  tc.varlen_q = {33, 0, 171, 64}, tc.varlen_k = {40, 5, 300, 64}, tc.seqused_k = {31, 5, 290, 64}, tc.batch = 4;
+  tc.causal = true;
+  out.push_back({"varlen + seqused_k, causal", tc});
+  tc = base();
+  tc.varlen_q = {300, 129, 64}, tc.varlen_k = {300, 129, 64}, tc.batch = 3, tc.heads_q = 4, tc.heads_kv = 2;
+  tc.window_left = 70, tc.window_right = 20;
+  out.push_back({"varlen GQA 4/2, window 70/20", tc});
+  tc = base();
+  tc.seqused_k = {250, 333};
+  out.push_back({"dense, seqused_k", tc});
   return out;
 }
 
@@ -55,7 +66,7 @@ TEST(Sm90Backward, MatchesTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128}) {
       if (!sm90_takes(d, d, dt)) continue;
-      for (const BackwardCase& c : dense_cases(dt, d, d)) {
+      for (const BackwardCase& c : feature_cases(dt, d, d)) {
         SCOPED_TRACE(testing::TestCase(c.tc).describe());
         testing::check_backward(c, run);
         ++ran;
@@ -78,7 +89,7 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
       if (!sm90_takes(dqk, dv, dt)) continue;
-      for (const BackwardCase& c : dense_cases(dt, dqk, dv)) {
+      for (const BackwardCase& c : feature_cases(dt, dqk, dv)) {
         SCOPED_TRACE(testing::TestCase(c.tc).describe());
         testing::check_backward(c, run);
         ++ran;
@@ -87,8 +98,8 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   if (ran == 0) GTEST_SKIP() << "no covering sm90 backward kernel in this build";
 }
 
-// What the sm90 backward does not take yet goes to the sm80 backward under kAuto, with the reason
-// named when the sm90 path is pinned; each still computes correctly.
+// What the sm90 backward does not take yet (softcap, ALiBi) goes to the sm80 backward under kAuto,
+// with the reason named when the sm90 path is pinned; each still computes correctly.
 TEST(Sm90Backward, CallsItLeavesRunOnTheSm80Backward) {
   FC_REQUIRE_GPU();
   if (!sm90_takes(64, 64, DType::kBFloat16)) GTEST_SKIP() << "the sm90 backward d64 bf16 is not in this build";
@@ -99,51 +110,69 @@ TEST(Sm90Backward, CallsItLeavesRunOnTheSm80Backward) {
   struct Variant {
     const char* name;
     testing::TestCase tc;
-    bool deterministic;
     const char* reason;
   };
   std::vector<Variant> variants;
   testing::TestCase v = tc;
   v.softcap = 5.0f;
-  variants.push_back({"softcap", v, false, "softcap"});
+  variants.push_back({"softcap", v, "softcap"});
   v = tc;
   v.alibi = testing::AlibiLayout::kPerHead;
-  variants.push_back({"ALiBi", v, false, "ALiBi"});
-  v = tc;
-  v.varlen_q = {70, 80}, v.varlen_k = {90, 80};
-  variants.push_back({"varlen", v, false, "varlen"});
-  variants.push_back({"deterministic", tc, true, "deterministic"});
+  variants.push_back({"ALiBi", v, "ALiBi"});
   for (const Variant& var : variants) {
     SCOPED_TRACE(var.name);
-    if (!var.deterministic) {
-      Status st;
-      testing::chosen_backward_path(var.tc, KernelPath::kSm90, &st);
-      EXPECT_FALSE(st.ok());
-      EXPECT_NE(st.message.find(var.reason), std::string::npos) << st.message;
-      EXPECT_EQ(testing::chosen_backward_path(var.tc), KernelPath::kSm80);
-    }
+    Status st;
+    testing::chosen_backward_path(var.tc, KernelPath::kSm90, &st);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message.find(var.reason), std::string::npos) << st.message;
+    EXPECT_EQ(testing::chosen_backward_path(var.tc), KernelPath::kSm80);
     testing::BackwardRun run;  // kAuto
-    run.deterministic = var.deterministic;
-    run.expect_repeatable = var.deterministic;
+    run.expect_repeatable = false;
     run.tag = "sm90-bwd-leaves";
     testing::check_backward({var.name, var.tc}, run);
   }
 }
 
-// The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): the dense cases
-// at d64 (128-row steps, dQ split by rows) and d128 (64-row steps, split by columns) in fp16.
-TEST(Sm90BackwardSanitizer, DenseD64D128) {
+// Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its
+// turn), so two launches give bitwise-equal gradients; every feature case, d64 (dQ split by rows)
+// and d128 (by columns).
+TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
   run.path = KernelPath::kSm90;
-  run.expect_repeatable = false;
-  run.tag = "sm90-bwd-san";
+  run.deterministic = true;
+  run.expect_repeatable = true;
+  run.tag = "sm90-bwd-det";
   int ran = 0;
   for (int d : {64, 128}) {
-    if (!sm90_takes(d, d, DType::kFloat16)) continue;
-    for (const BackwardCase& c : dense_cases(DType::kFloat16, d, d)) {
+    if (!sm90_takes(d, d, DType::kBFloat16)) continue;
+    for (const BackwardCase& c : feature_cases(DType::kBFloat16, d, d)) {
+      SCOPED_TRACE(testing::TestCase(c.tc).describe());
       testing::check_backward(c, run);
       ++ran;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
+}
+
+// The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): every feature
+// case at d64 (128-row steps, dQ split by rows) and d128 (64-row steps, split by columns) in fp16,
+// both dQ modes.
+TEST(Sm90BackwardSanitizer, FeaturesD64D128BothModes) {
+  FC_REQUIRE_GPU();
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm90;
+  run.tag = "sm90-bwd-san";
+  int ran = 0;
+  for (bool deterministic : {false, true}) {
+    run.deterministic = deterministic;
+    run.expect_repeatable = deterministic;
+    for (int d : {64, 128}) {
+      if (!sm90_takes(d, d, DType::kFloat16)) continue;
+      for (const BackwardCase& c : feature_cases(DType::kFloat16, d, d)) {
+        testing::check_backward(c, run);
+        ++ran;
+      }
     }
   }
   if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";

@@ -332,7 +332,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       turn_counter = ws.turn<kBlockM>(ws_row0);
       // The KV blocks that see this query block are consecutive, up to the one holding the last
       // key its last row sees (the same diagonal bounds as the walk's m_begin / m_count).
-      wait_for_turn(turn_counter, mask.last_key(m0 + kBlockM - 1) / kBlockN - n_block);
+      // (Rows past the sequence do not count: with a window to the right their last key can lie in
+      // a KV block that never visits this query block, whose turn would never come.)
+      wait_for_turn(turn_counter, mask.last_key(min(m0 + kBlockM, seq.seqlen_q) - 1) / kBlockN - n_block);
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;  // == ws.dq_row_stride
 #pragma unroll

@@ -1,8 +1,8 @@
 // The sm90 backward's main kernel: shared-memory setup, roles, register split, and the dK / dV
 // epilogue; the roles are in mainloop.cuh. One CTA per (KV block of kBlockN keys, KV head, batch
 // entry); the preprocess (D, lse2, zeroed dQ accumulator) ran before it and the postprocess (dQ
-// scaled and converted) runs after it (launch.cu). Dense calls only: varlen, seqused_k, softcap,
-// ALiBi and deterministic mode run on the sm80 backward (launch.cu, supports()).
+// scaled and converted) runs after it (launch.cu). Softcap and ALiBi run on the sm80 backward
+// (launch.cu, supports()).
 #pragma once
 
 #include <cuda.h>
@@ -24,15 +24,16 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
   using Element = typename Traits::Element;
   const AttentionParams& p = bp.forward;
   const int g = lane / 4, t = lane % 4;
-  Element* dk_base = static_cast<Element*>(bp.dk) +
-                     attn::token_offset(false, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, walk.batch, 0,
-                                        walk.head_kv);
-  Element* dv_base = static_cast<Element*>(bp.dv) +
-                     attn::token_offset(false, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, walk.batch, 0,
-                                        walk.head_kv);
+  const bool packed_k = p.cu_seqlens_k != nullptr;
+  Element* dk_base = static_cast<Element*>(bp.dk) + attn::token_offset(packed_k, bp.dk_batch_stride, bp.dk_seq_stride,
+                                                                       bp.dk_head_stride, walk.batch, walk.seq.k_start,
+                                                                       walk.head_kv);
+  Element* dv_base = static_cast<Element*>(bp.dv) + attn::token_offset(packed_k, bp.dv_batch_stride, bp.dv_seq_stride,
+                                                                       bp.dv_head_stride, walk.batch, walk.seq.k_start,
+                                                                       walk.head_kv);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int key = walk.n0 + 64 * warpgroup + 16 * warp + g + 8 * r;
+    const int key = walk.n0 + 64 * warpgroup + 16 * warp + g + 8 * r;  // within the sequence
     if (key >= walk.keys_in_tensor) continue;
 #pragma unroll
     for (int i = 0; i < Traits::kAccDk; i += 2) {
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
   Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
 
-  const BwdWalk<Traits> walk = BwdWalk<Traits>::make(bp.forward);
+  const BwdWalk<Traits> walk = BwdWalk<Traits>::make(bp.forward, args);
   if (walk.n0 >= walk.keys_in_tensor) return;  // the whole CTA: no key of the tensor here
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32) % 4, 0);
@@ -96,12 +97,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         ptx::tma_prefetch_descriptor(&tm_do);
         BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, args, ws, walk);
       } else if (warp == 1) {
-        BwdDqWriter<Traits>::run(smem, &tm_dq, ws, walk);
+        BwdDqWriter<Traits>::run(smem, &tm_dq, args, ws, walk);
       }
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
-    const BwdConsumer<Traits> consumer{smem, args, walk, warpgroup - 1, warp, lane};
+    const BwdConsumer<Traits> consumer{smem, args, walk, warpgroup - 1, warp, lane, bp.forward.is_varlen()};
     float dk[Traits::kAccDk], dv[Traits::kAccDv];
     consumer.run(dk, dv);
     store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);

@@ -39,15 +39,35 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
+// The TMA views of q, k, v, dout: dense [batch][seq], or packed tokens (varlen: total_q / total_k
+// rows, one batch entry) for q/dout when cu_seqlens_q and for k/v when cu_seqlens_k is given.
+struct OperandViews {
+  OperandView q, k, v, dout;
+};
+OperandViews operand_views(const BackwardParams& bp) {
+  const AttentionParams& p = bp.forward;
+  const bool packed_q = p.is_varlen(), packed_k = p.cu_seqlens_k != nullptr;
+  const int rows_q = packed_q ? int(p.total_q) : p.seqlen_q, batch_q = packed_q ? 1 : p.batch;
+  const int rows_k = packed_k ? int(p.total_k) : p.seqlen_k, batch_k = packed_k ? 1 : p.batch;
+  OperandViews v;
+  v.q = {p.q, p.head_dim_qk, rows_q, p.heads_q, batch_q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
+  v.k = {p.k, p.head_dim_qk, rows_k, p.heads_kv, batch_k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
+  v.v = {p.v, p.head_dim_v, rows_k, p.heads_kv, batch_k, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  v.dout = {bp.dout, p.head_dim_v, rows_q, p.heads_q, batch_q, bp.dout_seq_stride, bp.dout_head_stride,
+            bp.dout_batch_stride};
+  return v;
+}
+
 bool tma_stride_ok(int64_t stride, int extent) { return extent <= 1 || (stride > 0 && stride % 8 == 0); }
 
-// TMA's rules for one [batch][seq][heads][head_dim] operand (16-byte base, strides multiples of 8 elements).
-std::string tma_operand_problem(const char* name, const void* ptr, int64_t seq, int64_t head, int64_t batch,
-                                int seqlen, int heads, int batch_count) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
-  if (!tma_stride_ok(seq, seqlen)) return std::string(name) + "_seq_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
-  if (!tma_stride_ok(head, heads)) return std::string(name) + "_head_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
-  if (!tma_stride_ok(batch, batch_count)) return std::string(name) + "_batch_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
+// TMA's rules for one operand view (16-byte base, strides of dimensions longer than 1 positive
+// multiples of 8 elements).
+std::string tma_operand_problem(const char* name, const OperandView& view) {
+  if (reinterpret_cast<uintptr_t>(view.base) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
+  const char* rule = " must be a positive multiple of 8 elements (16 bytes) for TMA";
+  if (!tma_stride_ok(view.seq_stride, view.seqlen)) return std::string(name) + "_seq_stride" + rule;
+  if (!tma_stride_ok(view.head_stride, view.heads)) return std::string(name) + "_head_stride" + rule;
+  if (!tma_stride_ok(view.batch_stride, view.batch)) return std::string(name) + "_batch_stride" + rule;
   return "";
 }
 
@@ -61,12 +81,9 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 backward (fp16, bf16)";
   }
-  // Not yet here (the sm80 backward runs them): per-sequence lengths, the score modifiers, the
-  // fixed dQ order.
-  if (p.is_varlen() || p.seqused_k != nullptr) return "varlen and seqused_k calls run on the sm80 backward (not yet sm90)";
-  if (attn::uses_kv_cache_layout(p)) return "the sm90 backward reads dense K/V only";
+  if (attn::uses_kv_cache_layout(p)) return "the sm90 backward reads dense or varlen K/V only";
+  // Not yet here (the sm80 backward runs them): the score modifiers.
   if (p.softcap > 0.0f || p.alibi_slopes != nullptr) return "softcap and ALiBi run on the sm80 backward (not yet sm90)";
-  if (bp.deterministic) return "deterministic mode runs on the sm80 backward (not yet sm90)";
   const Instantiation* inst = detail::find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
@@ -83,18 +100,11 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
   if (p.batch > 65535 || p.heads_kv > 65535) return "the sm90 backward launches at most 65535 batch entries and KV heads";
   // TMA loads of q, k, v, dout; 16-byte vectors in the shared preprocess (o, dout) and postprocess (dq);
   // dk, dv are written in 4-byte pairs.
-  std::string why = tma_operand_problem("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, p.seqlen_q,
-                                        p.heads_q, p.batch);
-  if (why.empty()) {
-    why = tma_operand_problem("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, p.seqlen_k, p.heads_kv, p.batch);
-  }
-  if (why.empty()) {
-    why = tma_operand_problem("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, p.seqlen_k, p.heads_kv, p.batch);
-  }
-  if (why.empty()) {
-    why = tma_operand_problem("dout", bp.dout, bp.dout_seq_stride, bp.dout_head_stride, bp.dout_batch_stride,
-                              p.seqlen_q, p.heads_q, p.batch);
-  }
+  const OperandViews views = operand_views(bp);
+  std::string why = tma_operand_problem("q", views.q);
+  if (why.empty()) why = tma_operand_problem("k", views.k);
+  if (why.empty()) why = tma_operand_problem("v", views.v);
+  if (why.empty()) why = tma_operand_problem("dout", views.dout);
   if (why.empty()) why = detail::vector_alignment_problem(bp, 16);
   return why;
 }
@@ -104,20 +114,17 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   const AttentionParams& p = bp.forward;
   const BwdTile tile = bwd_tile(inst.head_dim_qk, inst.head_dim_v);
   CUtensorMap maps[kBwdMaps];
-  const OperandView q{p.q, p.head_dim_qk, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
-  const OperandView k{p.k, p.head_dim_qk, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
-  const OperandView v{p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
-  const OperandView dout{bp.dout, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch, bp.dout_seq_stride, bp.dout_head_stride,
-                         bp.dout_batch_stride};
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQ], q, p.dtype, inst.head_dim_qk, tile.block_m));
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], k, p.dtype, inst.head_dim_qk, kBwdBlockN));
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], v, p.dtype, inst.head_dim_v, kBwdBlockN));
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], dout, p.dtype, inst.head_dim_v, tile.block_m));
+  const OperandViews views = operand_views(bp);
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQ], views.q, p.dtype, inst.head_dim_qk, tile.block_m));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], views.k, p.dtype, inst.head_dim_qk, kBwdBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], views.v, p.dtype, inst.head_dim_v, kBwdBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], views.dout, p.dtype, inst.head_dim_v, tile.block_m));
   BwdKernelArgs args;
   args.scale = attn::softmax_scale(p);
   args.scale_log2 = args.scale * attn::kLog2e;
   args.qk_per_chunk = per_chunk_map(p.head_dim_qk, inst.head_dim_qk);
   args.v_per_chunk = per_chunk_map(p.head_dim_v, inst.head_dim_v);
+  args.deterministic = bp.deterministic;
 
   sm80::BwdWorkspaceBytes bytes;
   sm80::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
@@ -126,6 +133,9 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
   Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
                               "sm90 backward: zeroing the dQ accumulator");
+  if (status.ok() && bp.deterministic) {
+    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm90 backward: zeroing the turn counters");
+  }
   const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
   if (status.ok()) {
     sm80::bwd_preprocess_kernel<Element>

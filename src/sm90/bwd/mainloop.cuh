@@ -49,18 +49,29 @@ inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
 // (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
 template <class Traits>
 struct BwdWalk {
-  int n0 = 0, head_kv = 0, batch = 0;
+  int n_block = 0, n0 = 0, head_kv = 0, batch = 0;
   int group = 1, m_begin = 0, m_count = 0, steps = 0;
-  int keys_in_tensor = 0;
+  int keys_in_tensor = 0;   // this sequence's rows of k/v (dK, dV are written for all of them)
+  int q_batch = 0, k_batch = 0;  // the batch coordinate of the q/dout and k/v maps (0 when packed)
   attn::SequenceExtent seq;
   attn::VisibilityMask mask;
 
-  FC_DEVICE static BwdWalk make(const AttentionParams& p) {
+  FC_DEVICE static BwdWalk make(const AttentionParams& p, const BwdKernelArgs& args) {
     BwdWalk w;
-    w.n0 = int(blockIdx.x) * Traits::kBlockN;
+    // Deterministic mode launches the last KV block first (BwdDqWriter::wait_for_turn).
+    w.n_block = args.deterministic ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    w.n0 = w.n_block * Traits::kBlockN;
     w.head_kv = blockIdx.y, w.batch = blockIdx.z;
     w.seq = attn::sequence_extent(p, w.batch);
-    w.keys_in_tensor = p.seqlen_k;  // dense calls only (launch.cu)
+    const bool packed_k = p.cu_seqlens_k != nullptr;
+    if (packed_k) {
+      const int64_t end = min((int64_t)p.cu_seqlens_k[w.batch + 1], p.total_k);
+      w.keys_in_tensor = int(max(end - w.seq.k_start, (int64_t)0));
+    } else {
+      w.keys_in_tensor = p.seqlen_k;
+    }
+    w.q_batch = p.is_varlen() ? 0 : w.batch;
+    w.k_batch = packed_k ? 0 : w.batch;
     w.mask = attn::make_mask(p, w.seq.seqlen_q, w.seq.seqlen_k);
     w.group = p.heads_q / p.heads_kv;
     // The query rows that see keys [n0, min(n0 + kBlockN, Sk) - 1]: n0 - max_diagonal <= i <=
@@ -79,6 +90,10 @@ struct BwdWalk {
   }
   FC_DEVICE int head(int step) const { return head_kv * group + step / m_count; }
   FC_DEVICE int m0(int step) const { return (m_begin + step % m_count) * Traits::kBlockM; }
+  // Keys of the block inside the sequence (its rows past them are zeroed before use), and query
+  // rows of step m0's block inside it (kBlockM when the block is whole).
+  FC_DEVICE int keys_valid() const { return seq.seqlen_k - n0; }
+  FC_DEVICE int rows_valid(int m0) const { return seq.seqlen_q - m0; }
 };
 
 template <class Traits>
@@ -88,9 +103,10 @@ struct BwdProducer {
                              const CUtensorMap* tm_do, const BwdKernelArgs& args, const sm80::BwdWorkspace& ws,
                              const BwdWalk<Traits>& walk) {
     ptx::mbarrier_arrive_expect_tx(&smem.kv_full, Traits::kKBytes + Traits::kVBytes);
-    tma_load_operand<Traits::kDqk, Traits::kBlockN>(smem.k, tm_k, &smem.kv_full, walk.n0, walk.head_kv, walk.batch,
+    const int key_row = int(walk.seq.k_start) + walk.n0;  // a token row of the k/v maps
+    tma_load_operand<Traits::kDqk, Traits::kBlockN>(smem.k, tm_k, &smem.kv_full, key_row, walk.head_kv, walk.k_batch,
                                                     args.qk_per_chunk);
-    tma_load_operand<Traits::kDv, Traits::kBlockN>(smem.v, tm_v, &smem.kv_full, walk.n0, walk.head_kv, walk.batch,
+    tma_load_operand<Traits::kDv, Traits::kBlockN>(smem.v, tm_v, &smem.kv_full, key_row, walk.head_kv, walk.k_batch,
                                                    args.v_per_chunk);
     ptx::PipelineState<Traits::kStages> stage;
     for (int step = 0; step < walk.steps; ++step, stage.advance()) {
@@ -99,7 +115,8 @@ struct BwdProducer {
       ptx::mbarrier_wait(&smem.q_empty[stage.index], stage.phase ^ 1u);
       uint64_t* q_full = &smem.q_full[stage.index];
       ptx::mbarrier_arrive_expect_tx(q_full, Traits::kQBytes + 2 * Traits::kStatBytes);
-      tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[stage.index], tm_q, q_full, m0, h, walk.batch,
+      const int query_row = int(walk.seq.q_start) + m0;  // a token row of the q/dout maps
+      tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[stage.index], tm_q, q_full, query_row, h, walk.q_batch,
                                                       args.qk_per_chunk);
       // The workspace rows of a query block are padded (kBwdRowPad), so whole blocks are in bounds.
       const int64_t row = ws.row(h, walk.batch, walk.seq.q_start, m0);
@@ -107,8 +124,8 @@ struct BwdProducer {
       ptx::bulk_load(smem.row_d[stage.index], ws.row_d + row, Traits::kStatBytes, q_full);
       uint64_t* do_full = &smem.do_full[stage.index];
       ptx::mbarrier_arrive_expect_tx(do_full, Traits::kDoBytes);
-      tma_load_operand<Traits::kDv, Traits::kBlockM>(smem.dout[stage.index], tm_do, do_full, m0, h, walk.batch,
-                                                     args.v_per_chunk);
+      tma_load_operand<Traits::kDv, Traits::kBlockM>(smem.dout[stage.index], tm_do, do_full, query_row, h,
+                                                     walk.q_batch, args.v_per_chunk);
     }
   }
 };
@@ -116,19 +133,45 @@ struct BwdProducer {
 template <class Traits>
 struct BwdDqWriter {
   using Storage = typename Traits::SharedStorage;
+
+  // Deterministic mode: the KV blocks that see a query block are consecutive, from the one holding
+  // the last key its last row sees down; they add in that order (the grid launches higher blocks
+  // first, so the wait always ends). Descending is what keeps causal calls from serializing: the
+  // first adder to a query block is the KV block on its diagonal, for which it is the first step.
+  static __device__ int turn_of(const BwdWalk<Traits>& walk, int m0) {
+    const int last_row = min(m0 + Traits::kBlockM, walk.seq.seqlen_q) - 1;
+    return walk.mask.last_key(last_row) / Traits::kBlockN - walk.n_block;
+  }
+
   // tm_dq: the workspace's dQ accumulator as an fp32 matrix of dq_row_stride columns (launch.cu).
-  static __device__ void run(Storage& smem, const CUtensorMap* tm_dq, const sm80::BwdWorkspace& ws,
-                             const BwdWalk<Traits>& walk) {
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_dq, const BwdKernelArgs& args,
+                             const sm80::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
     uint32_t phase = 0;
     for (int step = 0; step < walk.steps; ++step, phase ^= 1u) {
       ptx::mbarrier_wait(&smem.dq_full, phase);
-      const int64_t row = ws.row(walk.head(step), walk.batch, walk.seq.q_start, walk.m0(step));
+      const int m0 = walk.m0(step);
+      const int64_t row = ws.row(walk.head(step), walk.batch, walk.seq.q_start, m0);
+      int* turn = nullptr;
+      if (args.deterministic) {
+        turn = ws.turn<Traits::kBlockM>(row);
+        const int mine = turn_of(walk, m0);
+        while (ptx::ld_acquire_gpu(turn) < mine) {
+        }
+        ptx::fence_proxy_async_global();  // the previous adder's sums -> this reduce-add (async proxy)
+      }
 #pragma unroll
       for (int c = 0; c < Traits::kDqk / 32; ++c) {
         ptx::tma_reduce_add_2d(tm_dq, smem.dq + c * Traits::kBlockM * 32, 32 * c, int(row));
       }
       ptx::tma_store_commit();
-      ptx::tma_store_wait_read();
+      if (args.deterministic) {
+        // The adds complete, then the next KV block's turn.
+        ptx::tma_store_wait_all();
+        ptx::fence_proxy_async_global();
+        ptx::red_release_gpu_add(turn, 1);
+      } else {
+        ptx::tma_store_wait_read();
+      }
       ptx::mbarrier_arrive(&smem.dq_empty);
     }
     ptx::tma_store_wait_all();  // the adds are complete before the CTA's shared memory goes away
@@ -151,6 +194,7 @@ struct BwdConsumer {
   const BwdWalk<Traits>& walk;
   int warpgroup;  // 0 or 1: keys [64 warpgroup, 64 warpgroup + 64) of the block
   int warp, lane;
+  bool packed_q;  // varlen: q/dout rows are packed tokens
 
   FC_DEVICE int key_of_row(int r) const { return walk.n0 + 64 * warpgroup + 16 * warp + lane / 4 + 8 * r; }
 
@@ -265,6 +309,25 @@ struct BwdConsumer {
     }
   }
 
+  // Rows [first_row, rows) of a [chunks][rows][64] tile of this stage become 0 (whole 128-byte
+  // rows, so the swizzle does not matter), by the 256 consumer threads; the caller fences and meets.
+  template <int kChunks, int kRows>
+  __device__ void zero_rows(uint16_t* tile, int first_row) const {
+    const int thread = 128 * warpgroup + 32 * warp + lane;
+    const uint32_t base = ptx::smem_addr(tile);
+    constexpr int kUnitsPerRow = kRowBytes / 16;
+    const int units = (kRows - first_row) * kUnitsPerRow;
+    for (int u = thread; u < kChunks * units; u += 256) {
+      const int chunk = u / units, within = u % units;
+      ptx::st_shared_zero16(base + chunk * kRows * kRowBytes + first_row * kRowBytes + within * 16);
+    }
+  }
+  // Zeroed tile rows -> the wgmma reads of both warpgroups.
+  __device__ void publish_zeroed_rows() const {
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(kDsReadyBarrier, 256);
+  }
+
   __device__ void run(float* dk, float* dv) const {
 #pragma unroll
     for (int i = 0; i < Traits::kAccDk; ++i) dk[i] = 0.0f;
@@ -272,6 +335,13 @@ struct BwdConsumer {
     for (int i = 0; i < Traits::kAccDv; ++i) dv[i] = 0.0f;
     if (walk.steps == 0) return;
     ptx::mbarrier_wait(&smem.kv_full, 0);
+    // K rows past the sequence's keys hold a packed neighbour's keys or keys past seqused_k (dense
+    // calls past Sk get TMA's zeros): their dS is 0, but 0 * NaN is NaN in dQ = dS K. (V needs no
+    // zeros: dP's invisible elements are replaced, not multiplied.)
+    if (walk.keys_valid() < kBlockN) {
+      zero_rows<Traits::kDqkPad / 64, kBlockN>(smem.k, walk.keys_valid());
+      publish_zeroed_rows();
+    }
     ptx::PipelineState<Traits::kStages> stage;
     uint32_t dq_phase = 0;
     const int key_first = walk.n0 + 64 * warpgroup;
@@ -281,6 +351,15 @@ struct BwdConsumer {
       float s[kAccS], dp[kAccS];
       uint32_t p16[kRegsP], ds16[kRegsP];
       ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
+      // Packed calls: query rows past the sequence are a neighbour's tokens; their P and dS are 0,
+      // but 0 * NaN is NaN in dK += dS^T Q and dV += P^T dO. (Dense calls get TMA's zeros there.)
+      const bool zero_tail = packed_q && walk.rows_valid(m0) < kBlockM;
+      if (zero_tail) {
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        zero_rows<Traits::kDqkPad / 64, kBlockM>(smem.q[stage.index], walk.rows_valid(m0));
+        zero_rows<Traits::kDvPad / 64, kBlockM>(smem.dout[stage.index], walk.rows_valid(m0));
+        publish_zeroed_rows();
+      }
       ptx::wgmma_fence();
       issue_s(s, stage.index);
       ptx::wgmma_commit();

@@ -16,6 +16,9 @@ struct BwdKernelArgs {
   float scale = 1.0f;         // applied to dK here and to dQ in the postprocess
   bool qk_per_chunk = false;  // q/k maps per 64-column chunk (sm90/common/tma.cuh, per_chunk_map)
   bool v_per_chunk = false;   // v/dout maps
+  // dQ added in a fixed order: KV blocks run (and add to each query block) from the last down, each
+  // waiting for its turn (the workspace's counters, sm80/bwd/workspace.hpp).
+  bool deterministic = false;
 };
 
 // The tensor maps of one call, in the kernel's parameter order.
