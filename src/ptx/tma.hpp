@@ -75,15 +75,15 @@ FC_DEVICE void tma_reduce_add_2d(const void* tensor_map, const void* src, int c0
       "r"(smem_addr(src)), "r"(c0), "r"(c1)
       : "memory");
 }
-// Non-tensor bulk copies (cp.async.bulk): `bytes` contiguous bytes, a multiple of 16, both
-// addresses 16-byte aligned.
-// global -> shared; completion adds `bytes` to `bar`'s transaction count.
-FC_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_addr(dst)),
-               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
+// The 1-D box at coordinate c0 into shared memory at `dst` (completion as tma_load_5d).
+FC_DEVICE void tma_load_1d(void* dst, const void* tensor_map, uint64_t* bar, int c0) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(smem_addr(bar))
+      : "memory");
 }
+
 FC_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until the committed stores have finished reading shared memory (the tile may be reused).
 FC_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }

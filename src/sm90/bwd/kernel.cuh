@@ -60,7 +60,8 @@ template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     backward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                     const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                    const __grid_constant__ CUtensorMap tm_dq,
+                    const __grid_constant__ CUtensorMap tm_dq, const __grid_constant__ CUtensorMap tm_lse2,
+                    const __grid_constant__ CUtensorMap tm_row_d,
                     const __grid_constant__ BackwardParams bp, const __grid_constant__ sm80::BwdWorkspace ws,
                     const __grid_constant__ BwdKernelArgs args) {
   using Storage = typename Traits::SharedStorage;
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if (warp == 0) {
         ptx::tma_prefetch_descriptor(&tm_q);
         ptx::tma_prefetch_descriptor(&tm_do);
-        BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, args, ws, walk);
+        BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, &tm_lse2, &tm_row_d, args, ws, walk);
       } else if (warp == 1) {
         BwdDqWriter<Traits>::run(smem, &tm_dq, args, ws, walk);
       }
@@ -120,7 +121,8 @@ Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const 
   if (p.seqlen_k == 0) return Status::Ok();
   const dim3 grid(unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN), p.heads_kv, p.batch);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(maps[kMapQ], maps[kMapK], maps[kMapV], maps[kMapDout],
-                                                                   maps[kMapDqAccum], bp, ws, args);
+                                                                   maps[kMapDqAccum], maps[kMapLse2], maps[kMapRowD],
+                                                                   bp, ws, args);
   FC_CHECK_LAUNCH("sm90 backward_kernel");
   return Status::Ok();
 }

@@ -98,6 +98,12 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
            std::to_string(d.max_smem_per_block_optin);
   }
   if (p.batch > 65535 || p.heads_kv > 65535) return "the sm90 backward launches at most 65535 batch entries and KV heads";
+  // TMA addresses the workspace's rows (every query head's padded tokens) with a 32-bit coordinate.
+  sm80::BwdWorkspaceBytes bytes;
+  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst->head_dim_qk, nullptr, &bytes);
+  if (int64_t(p.heads_q) * ws.rows_per_head >= (int64_t(1) << 31)) {
+    return "the sm90 backward addresses at most 2^31 workspace rows (query heads x padded tokens)";
+  }
   // TMA loads of q, k, v, dout; 16-byte vectors in the shared preprocess (o, dout) and postprocess (dq);
   // dk, dv are written in 4-byte pairs.
   const OperandViews views = operand_views(bp);
@@ -142,10 +148,10 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
         <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_preprocess_kernel");
   }
-  if (status.ok()) {
-    status = encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk,
-                                    int64_t(p.heads_q) * ws.rows_per_head, tile.block_m);
-  }
+  const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
+  if (status.ok()) status = encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m);
+  if (status.ok()) status = encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m);
+  if (status.ok()) status = encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m);
   if (status.ok()) status = inst.launch(maps, bp, ws, args, stream);
   const unsigned row_blocks_post = unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
   if (status.ok()) {

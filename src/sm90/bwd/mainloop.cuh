@@ -1,6 +1,6 @@
 // The sm90 backward's roles around one CTA's walk (tile_config.hpp has the work split):
 //   Producer   (warp 0 of warpgroup 0, one thread): K, V of the CTA's block once, then per step Q,
-//              dO (TMA) and lse2, D (bulk copies) into a kStages ring
+//              dO, lse2 and D (TMA) into a kStages ring
 //   DqWriter   (warp 1 of warpgroup 0, one thread): per step, the dQ partial in shared memory into
 //              the fp32 workspace by TMA reduce-adds, one per 32-column box
 //   Consumer   (warpgroups 1, 2): the GEMMs and the elementwise math of each step
@@ -100,7 +100,8 @@ template <class Traits>
 struct BwdProducer {
   using Storage = typename Traits::SharedStorage;
   static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                             const CUtensorMap* tm_do, const BwdKernelArgs& args, const sm80::BwdWorkspace& ws,
+                             const CUtensorMap* tm_do, const CUtensorMap* tm_lse2, const CUtensorMap* tm_row_d,
+                             const BwdKernelArgs& args, const sm80::BwdWorkspace& ws,
                              const BwdWalk<Traits>& walk) {
     ptx::mbarrier_arrive_expect_tx(&smem.kv_full, Traits::kKBytes + Traits::kVBytes);
     const int key_row = int(walk.seq.k_start) + walk.n0;  // a token row of the k/v maps
@@ -120,8 +121,8 @@ struct BwdProducer {
                                                       args.qk_per_chunk);
       // The workspace rows of a query block are padded (kBwdRowPad), so whole blocks are in bounds.
       const int64_t row = ws.row(h, walk.batch, walk.seq.q_start, m0);
-      ptx::bulk_load(smem.lse2[stage.index], ws.lse2 + row, Traits::kStatBytes, q_full);
-      ptx::bulk_load(smem.row_d[stage.index], ws.row_d + row, Traits::kStatBytes, q_full);
+      ptx::tma_load_1d(smem.lse2[stage.index], tm_lse2, q_full, int(row));
+      ptx::tma_load_1d(smem.row_d[stage.index], tm_row_d, q_full, int(row));
       uint64_t* do_full = &smem.do_full[stage.index];
       ptx::mbarrier_arrive_expect_tx(do_full, Traits::kDoBytes);
       tma_load_operand<Traits::kDv, Traits::kBlockM>(smem.dout[stage.index], tm_do, do_full, query_row, h,

@@ -22,7 +22,7 @@ struct BwdKernelArgs {
 };
 
 // The tensor maps of one call, in the kernel's parameter order.
-enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kMapDqAccum, kBwdMaps };
+enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kMapDqAccum, kMapLse2, kMapRowD, kBwdMaps };
 
 // Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kDqk, int kDv, typename Element>

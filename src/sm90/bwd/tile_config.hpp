@@ -84,8 +84,8 @@ struct BwdTraits {
     // workspace's tensor map (launch.cu), added into it by TMA reduce-adds. (Row-major, a warp's
     // stores to 8 rows kDqk floats apart would all hit the same banks.)
     alignas(1024) float dq[kBlockM * kDqk];
-    alignas(16) float lse2[kStages][kBlockM];
-    alignas(16) float row_d[kStages][kBlockM];
+    alignas(128) float lse2[kStages][kBlockM];  // TMA destinations: 128-byte aligned
+    alignas(128) float row_d[kStages][kBlockM];
     // Barriers (mainloop.cuh says who arrives and who waits).
     uint64_t kv_full;
     uint64_t q_full[kStages], q_empty[kStages];

@@ -102,4 +102,23 @@ Status encode_fp32_matrix_map(CUtensorMap* map, float* base, int cols, int64_t r
   return Status::Ok();
 }
 
+Status encode_fp32_vector_map(CUtensorMap* map, const float* base, int64_t count, int box) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  if (count <= 0 || count > (int64_t(1) << 32) || box <= 0 || box > 256 || box % 4 != 0) {
+    return Status::Internal("sm90: an fp32 vector map needs 1..2^32 floats and a box of 4..256 floats, a multiple of 4");
+  }
+  const cuuint64_t dims[1] = {(cuuint64_t)count};
+  const cuuint32_t box_dim[1] = {(cuuint32_t)box};
+  const cuuint32_t element_strides[1] = {1};
+  const cuuint64_t unused_strides[1] = {(cuuint64_t)count * 4};  // rank 1 has no strides; the driver wants an array
+  const CUresult res = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(base), dims, unused_strides, box_dim,
+                              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS) {
+    return Status::Internal("sm90: cuTensorMapEncodeTiled (fp32 vector) failed with CUresult " + std::to_string((int)res));
+  }
+  return Status::Ok();
+}
+
 }  // namespace flashcore::sm90

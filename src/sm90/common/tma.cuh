@@ -44,6 +44,8 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
 // bytes) as a 2-D TMA view whose box is 32 columns x box_rows rows with the 128-byte swizzle: in
 // shared memory one [box_rows][32] fp32 tile per box, 16-byte unit u of row r at u ^ (r % 8).
 Status encode_fp32_matrix_map(CUtensorMap* map, float* base, int cols, int64_t rows, int box_rows);
+// `count` floats as a 1-D TMA view loaded `box` floats at a time (box * 4 a multiple of 16).
+Status encode_fp32_vector_map(CUtensorMap* map, const float* base, int64_t count, int box);
 
 #if defined(__CUDACC__)
 // One operand tile [ceil(D/64)][kRows][64] from token row `row` of (head, batch): one 5-D box, or one
