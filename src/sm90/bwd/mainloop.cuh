@@ -366,6 +366,7 @@ struct BwdConsumer {
       ptx::wgmma_commit();
       if constexpr (Traits::kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        ptx::wgmma_fence();  // dP^T's registers were last read by the previous step's dS^T math
         issue_dp(dp, stage.index);
         ptx::wgmma_commit();
       }
