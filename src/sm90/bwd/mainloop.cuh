@@ -291,21 +291,27 @@ struct BwdConsumer {
     }
   }
 
-  // This warpgroup's dQ share into the fp32 staging tile.
+  // This warpgroup's dQ share into the fp32 staging tile, [kDqk/32][kBlockM][32] floats with the
+  // 128-byte swizzle (16-byte unit u of row r at u ^ (r % 8)). A 64-bit store is served per half
+  // warp; there the quads g and g ^ 1 would write the same two units of adjacent rows (2-way
+  // conflict), so odd quads store column block j ^ 2 of the chunk when even ones store block j.
   __device__ void store_dq(const float* dq) const {
     const int g = lane / 4, t = lane % 4;
+    const bool swap = g & 1;
     const int row0 = (Traits::kDqSplitRows ? 64 * warpgroup : 0) + 16 * warp + g;
     const int col0 = (Traits::kDqSplitRows ? 0 : 64 * warpgroup) + 2 * t;
     const uint32_t base = ptx::smem_addr(smem.dq);
 #pragma unroll
     for (int i = 0; i < Traits::kAccDq; i += 2) {
-      const int row = row0 + 8 * acc_row(i), col = col0 + 8 * (i >> 2);
-      // [kDqk/32][kBlockM][32] floats, 128-byte swizzle (the dq_accum map's boxes).
+      const int block = i >> 2, r = acc_row(i);
+      const int other = 4 * (block ^ 2) + 2 * r;  // the accumulator pair of column block j ^ 2
+      const float x = swap ? dq[other] : dq[i], y = swap ? dq[other + 1] : dq[i + 1];
+      const int row = row0 + 8 * r, col = col0 + 8 * (swap ? block ^ 2 : block);
       const int unit = (col % 32) / 4;
       if (col < Traits::kDqk) {
         ptx::st_shared_f32x2(base + (col / 32) * (Traits::kBlockM * 128) + row * 128 + ((unit ^ (row % 8)) * 16) +
                                  4 * (col % 4),
-                             dq[i], dq[i + 1]);
+                             x, y);
       }
     }
   }

@@ -98,6 +98,7 @@ struct BwdTraits {
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims: whole k16 steps; dQ in 32-column boxes");
   static_assert(kDqk <= 128 && kDv <= 128, "dK and dV of 64 keys live in registers: head dims up to 128");
   static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 query rows per step");
+  static_assert(kDqCols % 32 == 0, "each warpgroup stores whole 32-column boxes of dQ");
   static_assert(kDqSplitRows || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
   static_assert(kBwdProducerRegs * 128 + kBwdConsumerRegs * 128 * kBwdConsumerWarpgroups <=
