@@ -10,9 +10,10 @@
 #
 # --python installs the Python package (pip, pruned to 90a), runs its pytest suite, and with
 # --compare runs tools/bench/compare.py (flashcore paths vs SDPA backends and FlexAttention);
-# --compare backward runs its backward suite (sm80 backward, default and deterministic, vs SDPA's
-# FlashAttention-2 and cuDNN backward); --compare decode runs tools/bench/decode_compare.py (the
-# decode suite: flashcore's KV-cache call, dense and paged, vs SDPA's cuDNN backend, in CUDA graphs);
+# --compare backward runs its backward suite (sm90 backward, default and deterministic, and the sm80
+# backward, vs SDPA's FlashAttention-2 and cuDNN backward; backward and forward + backward);
+# --compare decode runs tools/bench/decode_compare.py (the decode suite: flashcore's KV-cache call,
+# dense and paged, vs SDPA's cuDNN backend, in CUDA graphs);
 # --compare headdims runs its head-dim suite (d40/80/160 and the padding proxies d64/96/192 vs SDPA's
 # FlashAttention-2, cuDNN and memory-efficient backends).
 #
@@ -153,7 +154,7 @@ if [ $PYTHON = 1 ]; then
       flag=""; limit=450; [ "$COMPARE" = quick ] && { flag="--quick"; limit=240; }
       script=tools/bench/compare.py
       [ "$COMPARE" = decode ] && { script=tools/bench/decode_compare.py; flag="${DECODE_ARGS:-}"; }
-      [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd --impls flashcore-sm80,flashcore-sm80-det,sdpa-flash,sdpa-cudnn"
+      [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd,fwd+bwd --impls flashcore-sm90,flashcore-sm90-det,flashcore-sm80,sdpa-flash,sdpa-cudnn"
       [ "$COMPARE" = headdims ] && flag="--headdim-suite --impls flashcore-sm90,sdpa-flash,sdpa-cudnn,sdpa-efficient"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT

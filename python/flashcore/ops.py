@@ -231,10 +231,10 @@ def _setup_context(ctx, inputs, output):
      softcap, causal, mask_align, window_left, window_right, path, deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes)
-    # The backward runs on the forward's path where that path has a backward (sm80, naive GPU, CPU
-    # reference: `_path=` pins both passes, and a pinned backward that cannot run the call raises
-    # UnsupportedError rather than falling back), else on automatic selection (auto; sm90, which has
-    # no backward yet). `deterministic` (ignored by the forward) reaches the backward.
+    # The backward runs on the forward's path for sm80, naive GPU and CPU reference (`_path=` pins both
+    # passes, and a pinned backward that cannot run the call raises UnsupportedError rather than
+    # falling back), else on automatic selection (auto; sm90, whose backward takes most but not all of
+    # the sm90 forward's calls). `deterministic` (ignored by the forward) reaches the backward.
     ctx.scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, softcap, causal, mask_align, window_left, window_right,
                    backward_path_code(path), deterministic)
 

@@ -12,8 +12,9 @@ Passes (--pass, comma separated; default fwd), one row per implementation and pa
   bwd       the backward alone: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) through
             the graph of one untimed forward, so every timed call reuses it
   fwd+bwd   a fresh forward and its backward per call (a training step's attention)
-flashcore's backward follows the row's _path where that path has a backward (sm80, naive); the
-flashcore-sm90 row's backward is automatic selection (no sm90 backward yet); those rows say so.
+flashcore's backward follows the row's _path for sm80 and naive; the flashcore-sm90 rows' backward is
+automatic selection, which is the sm90 backward for every call it takes (all but softcap / ALiBi,
+which go to sm80); -det rows call with deterministic=True.
 
 Protocol: FLOPs = 2*B*Hq*Sq*Sk*(Dqk+Dv), halved for causal with Sq == Sk (varlen: summed per
 sequence), times 2.5 for bwd and 3.5 for fwd+bwd (flash-attn's convention); CUDA events around each
@@ -66,10 +67,10 @@ try:
 except ImportError:  # the suite, FLOP counts and report writers work without torch (tested in CI)
     torch = None
 
-FLASHCORE_IMPLS = {"flashcore-sm90": "sm90", "flashcore-sm80": "sm80", "flashcore-sm80-det": "sm80",
-                   "flashcore-naive": "naive"}
+FLASHCORE_IMPLS = {"flashcore-sm90": "sm90", "flashcore-sm90-det": "sm90", "flashcore-sm80": "sm80",
+                   "flashcore-sm80-det": "sm80", "flashcore-naive": "naive"}
 # Rows that call with deterministic=True (the backward's bitwise-repeatable mode; the forward is the same).
-FLASHCORE_DETERMINISTIC = {"flashcore-sm80-det"}
+FLASHCORE_DETERMINISTIC = {"flashcore-sm90-det", "flashcore-sm80-det"}
 SDPA_IMPLS = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient")
 ALL_IMPLS = (*FLASHCORE_IMPLS, *SDPA_IMPLS, "flex")
 LADDER = ("flashcore-naive", "flashcore-sm80", "flashcore-sm90")
@@ -78,9 +79,6 @@ LADDER = ("flashcore-naive", "flashcore-sm80", "flashcore-sm90")
 PASS_FLOP_FACTORS = {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}
 PASSES = tuple(PASS_FLOP_FACTORS)
 PASS_TITLES = {"fwd": "forward", "bwd": "backward", "fwd+bwd": "forward + backward"}
-# flashcore-sm90 has no backward of its own: its backward rows time automatic selection (the sm80
-# backward where it runs).
-FLASHCORE_BACKWARD_NOTE = "sm90 has no backward yet: this backward is flashcore's automatic selection"
 
 NAIVE_FLOP_LIMIT = 2e12     # the naive GPU path (fp32, materialized scores) is skipped above this
 ROTATION_BYTES = 256 << 20  # rotate inputs over at least this many bytes (several times L2)
@@ -640,7 +638,8 @@ def write_markdown(report: dict, path: str, impls: List[str]) -> None:
                  "graph of one untimed forward), 3.5x for fwd+bwd (a fresh forward per call); max error: the "
                  "largest of dq's on the query rows and dk's, dv's on the key rows of the same numbers, vs "
                  "the gradients of the whole first sequence for a fixed random dout; flashcore-sm80 / -naive "
-                 "rows run their own path's backward, flashcore-sm90 rows automatic selection." if backward else "") + (
+                 "rows run their own path's backward, flashcore-sm90 rows automatic selection (the sm90 backward); -det "
+                 "rows deterministic=True." if backward else "") + (
                  f" Steady state: each measurement follows {report['warmup_seconds']:g} s of the same call "
                  "(the power cap's clock)." if report.get("warmup_seconds") else ""), "",
              "## TFLOPS", "",
@@ -859,8 +858,6 @@ def run_config(cfg: Config, impls: List[str], iters: int, warmup: int, seed: int
                            else max(per_grad.values()))
                     if math.isnan(err):
                         notes.append("gradients have non-finite values")
-                    if impl == "flashcore-sm90":
-                        notes.append(FLASHCORE_BACKWARD_NOTE)
                 also = getattr(runners.get(impl), "also_time", None)
                 if also is not None:  # a second way to call it (varlen: the default per-call check), in the note
                     what, run_also = also
