@@ -372,11 +372,11 @@ struct BwdConsumer {
       ptx::wgmma_commit();
       if constexpr (Traits::kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
-        ptx::wgmma_fence();  // dP^T's registers were last read by the previous step's dS^T math
+        ptx::wgmma_fence();
         issue_dp(dp, stage.index);
         ptx::wgmma_commit();
       }
-      // S^T retired (kOverlapDp: dP^T may still run): P^T.
+      // S^T retired (kOverlapDp: dP^T may still run): P^T, then dV += P^T dO under the dS^T math.
       ptx::wgmma_wait<Traits::kOverlapDp ? 1 : 0>();
       ptx::fence_registers<kAccS>(s);
       const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
@@ -392,26 +392,27 @@ struct BwdConsumer {
         issue_dp(dp, stage.index);
         ptx::wgmma_commit();
       }
-      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence();
+      gemm_rs_accumulate<Traits::kDv, kBlockM, kType>(dv, p16, ptx::smem_addr(smem.dout[stage.index]));
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // dP^T retired (dV may still run)
       ptx::fence_registers<kAccS>(dp);
       if (full_tile) {
         score_grads<false>(dp, p16, ds16, stage.index, m0);
       } else {
         score_grads<true>(dp, p16, ds16, stage.index, m0);
       }
-      store_ds(ds16, ds_buffer);
-
-      // dV += P^T dO, dK += dS^T Q (A from registers, B read MN-major from the stage).
+      // dK += dS^T Q (A from registers, B read MN-major from the stage) while the warpgroups meet,
+      // and (kDkBeforeDsStore) while dS^T goes to shared memory.
+      if constexpr (!Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       ptx::wgmma_fence();
-      gemm_rs_accumulate<Traits::kDv, kBlockM, kType>(dv, p16, ptx::smem_addr(smem.dout[stage.index]));
       gemm_rs_accumulate<Traits::kDqk, kBlockM, kType>(dk, ds16, ptx::smem_addr(smem.q[stage.index]));
       ptx::wgmma_commit();
-
+      if constexpr (Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(kDsReadyBarrier, 256);
       float dq[Traits::kAccDq];
-      ptx::wgmma_fence();
       issue_dq(dq, ds_buffer);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
@@ -422,14 +423,18 @@ struct BwdConsumer {
       ptx::fence_registers<kRegsP>(ds16);
       // Q and dO of this stage are read for the last time.
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
-
-      // The staging tile is free once the previous step's reduce-adds have read it.
-      ptx::mbarrier_wait(&smem.dq_empty, dq_phase ^ 1u);
-      store_dq(dq);
-      ptx::fence_proxy_async_smem();  // these stores -> the reduce-adds (async proxy)
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(&smem.dq_full);
+      send_dq(dq, dq_phase);
     }
+  }
+
+  // One step's dQ share into the staging tile (free once the previous step's reduce-adds read it),
+  // then to the writer.
+  __device__ void send_dq(const float* dq, uint32_t dq_phase) const {
+    ptx::mbarrier_wait(&smem.dq_empty, dq_phase ^ 1u);
+    store_dq(dq);
+    ptx::fence_proxy_async_smem();  // these stores -> the reduce-adds (async proxy)
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&smem.dq_full);
   }
 };
 

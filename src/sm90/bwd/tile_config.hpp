@@ -52,6 +52,10 @@ struct BwdTraits {
   // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
   // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
   static constexpr bool kOverlapDp = kBlockM == 64;
+  // dK += dS^T Q issued before dS^T's shared-memory stores (which then run under it) rather than
+  // after. H100, same-call TFLOPS: d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475; but d64 bf16
+  // S16k 485 -> 474 and causal B4 S4k 347 -> 323, so only at kBlockM 64.
+  static constexpr bool kDkBeforeDsStore = kBlockM == 64;
 
   static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
