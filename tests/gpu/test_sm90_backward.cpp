@@ -1,7 +1,7 @@
 // The sm90 backward (src/sm90/bwd/) against the fp64 CPU reference backward on the same inputs
 // (tests/gpu/backward_check.hpp): features x head dims x dtypes x tails, with several KV blocks per
 // head and several query steps per block; padded head dims; deterministic mode bitwise repeatable;
-// and the calls it leaves to the sm80 backward (softcap, ALiBi) going there under kAuto.
+// automatic selection.
 #include "backward_check.hpp"
 
 namespace flashcore {
@@ -26,9 +26,13 @@ std::vector<BackwardCase> feature_cases(DType dt, int dqk, int dv) {
   tc = base();
   tc.causal = true, tc.align = MaskAlign::kTopLeft, tc.seqlen_q = 300, tc.seqlen_k = 140;
   out.push_back({"causal top-left Sq > Sk", tc});
+  tc.alibi = testing::AlibiLayout::kPerHead;
+  out.push_back({"causal top-left Sq > Sk, ALiBi", tc});
   tc = base();
   tc.window_left = 40, tc.window_right = 7, tc.input_scale = 2.0f;
   out.push_back({"window 40/7, inputs x2", tc});
+  tc.softcap = 3.0f;
+  out.push_back({"window 40/7, softcap 3, inputs x2", tc});
   tc = base();
   tc.causal = true, tc.seqlen_q = 260, tc.seqlen_k = 100;  // bottom-right: rows 0..159 see no key
   out.push_back({"rows without keys", tc});
@@ -98,39 +102,43 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   if (ran == 0) GTEST_SKIP() << "no covering sm90 backward kernel in this build";
 }
 
-// What the sm90 backward does not take yet (softcap, ALiBi) goes to the sm80 backward under kAuto,
-// with the reason named when the sm90 path is pinned; each still computes correctly.
-TEST(Sm90Backward, CallsItLeavesRunOnTheSm80Backward) {
+// Default dispatch (kAuto) on sm_90: the sm90 backward takes every 16-bit call with head dims up to
+// 128 (softcap, ALiBi, varlen, deterministic included); fp32 and head dims above 128 fall to the
+// naive GPU backward; each computes correctly.
+TEST(Sm90Backward, AutoDispatchPicksSm90) {
   FC_REQUIRE_GPU();
   if (!sm90_takes(64, 64, DType::kBFloat16)) GTEST_SKIP() << "the sm90 backward d64 bf16 is not in this build";
   testing::TestCase tc;
   tc.dtype = DType::kBFloat16, tc.batch = 2, tc.seqlen_q = 150, tc.seqlen_k = 170, tc.heads_q = tc.heads_kv = 2;
   tc.head_dim_qk = tc.head_dim_v = 64, tc.seed = 11;
-  EXPECT_EQ(testing::chosen_backward_path(tc), KernelPath::kSm90);
-  struct Variant {
-    const char* name;
-    testing::TestCase tc;
-    const char* reason;
-  };
-  std::vector<Variant> variants;
+  std::vector<BackwardCase> cases;
+  cases.push_back({"plain", tc});
   testing::TestCase v = tc;
   v.softcap = 5.0f;
-  variants.push_back({"softcap", v, "softcap"});
+  cases.push_back({"softcap", v});
   v = tc;
-  v.alibi = testing::AlibiLayout::kPerHead;
-  variants.push_back({"ALiBi", v, "ALiBi"});
-  for (const Variant& var : variants) {
-    SCOPED_TRACE(var.name);
-    Status st;
-    testing::chosen_backward_path(var.tc, KernelPath::kSm90, &st);
-    EXPECT_FALSE(st.ok());
-    EXPECT_NE(st.message.find(var.reason), std::string::npos) << st.message;
-    EXPECT_EQ(testing::chosen_backward_path(var.tc), KernelPath::kSm80);
+  v.alibi = testing::AlibiLayout::kPerHead, v.causal = true;
+  cases.push_back({"ALiBi causal", v});
+  v = tc;
+  v.varlen_q = {70, 80}, v.varlen_k = {90, 80};
+  cases.push_back({"varlen", v});
+  v = tc;
+  v.head_dim_qk = v.head_dim_v = 40;
+  cases.push_back({"d40 (padded to 64)", v});
+  for (const BackwardCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(testing::chosen_backward_path(c.tc), KernelPath::kSm90);
     testing::BackwardRun run;  // kAuto
     run.expect_repeatable = false;
-    run.tag = "sm90-bwd-leaves";
-    testing::check_backward({var.name, var.tc}, run);
+    run.tag = "sm90-bwd-auto";
+    testing::check_backward(c, run);
   }
+  v = tc;
+  v.dtype = DType::kFloat32;
+  EXPECT_EQ(testing::chosen_backward_path(v), KernelPath::kNaiveGpu);
+  v = tc;
+  v.head_dim_qk = v.head_dim_v = 160;
+  EXPECT_EQ(testing::chosen_backward_path(v), KernelPath::kNaiveGpu);
 }
 
 // Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its

@@ -13,8 +13,8 @@ Passes (--pass, comma separated; default fwd), one row per implementation and pa
             the graph of one untimed forward, so every timed call reuses it
   fwd+bwd   a fresh forward and its backward per call (a training step's attention)
 flashcore's backward follows the row's _path for sm80 and naive; the flashcore-sm90 rows' backward is
-automatic selection, which is the sm90 backward for every call it takes (all but softcap / ALiBi,
-which go to sm80); -det rows call with deterministic=True.
+automatic selection, which is the sm90 backward for every 16-bit call with head dims up to 128;
+-det rows call with deterministic=True.
 
 Protocol: FLOPs = 2*B*Hq*Sq*Sk*(Dqk+Dv), halved for causal with Sq == Sk (varlen: summed per
 sequence), times 2.5 for bwd and 3.5 for fwd+bwd (flash-attn's convention); CUDA events around each

@@ -1,8 +1,7 @@
 // The sm90 backward's main kernel: shared-memory setup, roles, register split, and the dK / dV
 // epilogue; the roles are in mainloop.cuh. One CTA per (KV block of kBlockN keys, KV head, batch
 // entry); the preprocess (D, lse2, zeroed dQ accumulator) ran before it and the postprocess (dQ
-// scaled and converted) runs after it (launch.cu). Softcap and ALiBi run on the sm80 backward
-// (launch.cu, supports()).
+// scaled and converted) runs after it (launch.cu).
 #pragma once
 
 #include <cuda.h>
@@ -56,7 +55,8 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
   }
 }
 
-template <class Traits>
+// kScoreMod: calls with softcap or ALiBi (mainloop.cuh, BwdConsumer).
+template <class Traits, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     backward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                     const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
-    const BwdConsumer<Traits> consumer{smem, args, walk, warpgroup - 1, warp, lane, bp.forward.is_varlen()};
+    const BwdConsumer<Traits, kScoreMod> consumer{smem,    bp.forward, args, walk, warpgroup - 1,
+                                                  warp,    lane,       bp.forward.is_varlen()};
     float dk[Traits::kAccDk], dv[Traits::kAccDv];
     consumer.run(dk, dv);
     store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
@@ -116,7 +117,8 @@ Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const 
                        const BwdKernelArgs& args, cudaStream_t stream) {
   using Traits = BwdTraits<kDqk, kDv, Element>;
   const AttentionParams& p = bp.forward;
-  auto* kernel = &backward_kernel<Traits>;
+  const bool score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
+  auto* kernel = score_mod ? &backward_kernel<Traits, true> : &backward_kernel<Traits, false>;
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Traits::kSmemBytes)));
   if (p.seqlen_k == 0) return Status::Ok();
   const dim3 grid(unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN), p.heads_kv, p.batch);

@@ -82,8 +82,6 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 backward (fp16, bf16)";
   }
   if (attn::uses_kv_cache_layout(p)) return "the sm90 backward reads dense or varlen K/V only";
-  // Not yet here (the sm80 backward runs them): the score modifiers.
-  if (p.softcap > 0.0f || p.alibi_slopes != nullptr) return "softcap and ALiBi run on the sm80 backward (not yet sm90)";
   const Instantiation* inst = detail::find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +

@@ -26,7 +26,9 @@
 
 #include <cmath>
 
+#include "attention/constants.hpp"
 #include "attention/mask.hpp"
+#include "attention/score_transform.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
 #include "ptx/mbarrier.hpp"
@@ -179,7 +181,9 @@ struct BwdDqWriter {
   }
 };
 
-template <class Traits>
+// kScoreMod: the instantiation for calls with softcap or ALiBi, whose scores are
+// alibi(softcap(scale * dot)) and whose dS carries the softcap's derivative (attn::ScoreTransform).
+template <class Traits, bool kScoreMod>
 struct BwdConsumer {
   using Storage = typename Traits::SharedStorage;
   using Element = typename Traits::Element;
@@ -191,6 +195,7 @@ struct BwdConsumer {
   static constexpr ptx::WgmmaType kType = ElementTraits<Element>::kWgmma;
 
   Storage& smem;
+  const AttentionParams& params;
   const BwdKernelArgs& args;
   const BwdWalk<Traits>& walk;
   int warpgroup;  // 0 or 1: keys [64 warpgroup, 64 warpgroup + 64) of the block
@@ -235,28 +240,53 @@ struct BwdConsumer {
   }
 
   // P^T = exp2(S^T scale_log2 - lse2), packed as the A operand of dV += P^T dO; 0 where invisible.
+  // kScoreMod: P^T = exp2((alibi(softcap(scale dot))) log2 e - lse2), and the softcap's derivative
+  // at each element into dcap16 (packed fp16 pairs: a factor in [0, 1] of a dS that is rounded to
+  // 16 bits right after).
   template <bool kMasked>
-  __device__ void probabilities(const float* s, uint32_t* p16, int stage, int m0) const {
+  __device__ void probabilities(const float* s, uint32_t* p16, uint32_t* dcap16, int stage, int m0,
+                                const attn::ScoreTransform& transform) const {
     const float* lse2 = smem.lse2[stage] + 2 * (lane % 4);
+    const float dot_to_tanh = kScoreMod && transform.softcap > 0.0f ? transform.scale / transform.softcap : 0.0f;
 #pragma unroll
     for (int j = 0; j < kAccS / 4; ++j) {
       const float2 l = *reinterpret_cast<const float2*>(lse2 + 8 * j);
-      float prob[4];
+      float prob[4], dcap[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = 4 * j + e;
-        prob[e] = ptx::exp2_approx(fmaf(s[i], args.scale_log2, -((e & 1) ? l.y : l.x)));
+        const float row_lse2 = (e & 1) ? l.y : l.x;
+        if constexpr (kScoreMod) {
+          // softcap(scale dot) = softcap tanh(dot scale / softcap), its derivative 1 - tanh^2
+          // (transform.softcapped / softcap_derivative with the SFU's tanh, ptx::tanh_fast).
+          float capped = s[i] * transform.scale;
+          dcap[e] = 1.0f;
+          if (transform.softcap > 0.0f) {
+            const float th = ptx::tanh_fast(s[i] * dot_to_tanh);
+            capped = transform.softcap * th;
+            dcap[e] = fmaf(-th, th, 1.0f);
+          }
+          const float score = capped - transform.alibi_bias<float>(m0 + acc_col(i, lane % 4), key_of_row(acc_row(i)));
+          prob[e] = ptx::exp2_approx(fmaf(score, attn::kLog2e, -row_lse2));
+        } else {
+          prob[e] = ptx::exp2_approx(fmaf(s[i], args.scale_log2, -row_lse2));
+        }
         if (kMasked && !visible(i, m0)) prob[e] = 0.0f;
       }
       p16[2 * j] = ElementTraits<Element>::pack(prob[0], prob[1]);
       p16[2 * j + 1] = ElementTraits<Element>::pack(prob[2], prob[3]);
+      if constexpr (kScoreMod) {
+        dcap16[2 * j] = ElementTraits<__half>::pack(dcap[0], dcap[1]);
+        dcap16[2 * j + 1] = ElementTraits<__half>::pack(dcap[2], dcap[3]);
+      }
     }
   }
 
-  // dS^T = P^T (dP^T - D) from the rounded P^T (the operand dV used), packed as the A operand of
-  // dK += dS^T Q; 0 where invisible.
+  // dS^T = P^T (dP^T - D) [softcap'] from the rounded P^T (the operand dV used), packed as the A
+  // operand of dK += dS^T Q; 0 where invisible.
   template <bool kMasked>
-  __device__ void score_grads(const float* dp, const uint32_t* p16, uint32_t* ds16, int stage, int m0) const {
+  __device__ void score_grads(const float* dp, const uint32_t* p16, const uint32_t* dcap16, uint32_t* ds16, int stage,
+                              int m0) const {
     const float* row_d = smem.row_d[stage] + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < kAccS / 4; ++j) {
@@ -266,6 +296,10 @@ struct BwdConsumer {
         const int i = 4 * j + 2 * h;
         const float2 prob = ptx::unpack2(p16[2 * j + h], Element{});
         float ds0 = prob.x * (dp[i] - d.x), ds1 = prob.y * (dp[i + 1] - d.y);
+        if constexpr (kScoreMod) {
+          const float2 dcap = ptx::unpack2(dcap16[2 * j + h], __half{});
+          ds0 *= dcap.x, ds1 *= dcap.y;
+        }
         if (kMasked) {
           if (!visible(i, m0)) ds0 = 0.0f;
           if (!visible(i + 1, m0)) ds1 = 0.0f;
@@ -357,6 +391,12 @@ struct BwdConsumer {
       const int ds_buffer = step & 1;
       float s[kAccS], dp[kAccS];
       uint32_t p16[kRegsP], ds16[kRegsP];
+      uint32_t dcap16[kScoreMod ? kRegsP : 1];
+      attn::ScoreTransform transform;
+      if constexpr (kScoreMod) {
+        transform = attn::make_score_transform(params, walk.batch, walk.head(step), walk.seq.seqlen_q,
+                                               walk.seq.seqlen_k);
+      }
       ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
       // Packed calls: query rows past the sequence are a neighbour's tokens; their P and dS are 0,
       // but 0 * NaN is NaN in dK += dS^T Q and dV += P^T dO. (Dense calls get TMA's zeros there.)
@@ -382,9 +422,9 @@ struct BwdConsumer {
       const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
                              walk.mask.tile_fully_visible(m0, m0 + kBlockM - 1, key_first, key_first + 63);
       if (full_tile) {
-        probabilities<false>(s, p16, stage.index, m0);
+        probabilities<false>(s, p16, dcap16, stage.index, m0, transform);
       } else {
-        probabilities<true>(s, p16, stage.index, m0);
+        probabilities<true>(s, p16, dcap16, stage.index, m0, transform);
       }
       if constexpr (!Traits::kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
@@ -398,9 +438,9 @@ struct BwdConsumer {
       ptx::wgmma_wait<1>();  // dP^T retired (dV may still run)
       ptx::fence_registers<kAccS>(dp);
       if (full_tile) {
-        score_grads<false>(dp, p16, ds16, stage.index, m0);
+        score_grads<false>(dp, p16, dcap16, ds16, stage.index, m0);
       } else {
-        score_grads<true>(dp, p16, ds16, stage.index, m0);
+        score_grads<true>(dp, p16, dcap16, ds16, stage.index, m0);
       }
       // dK += dS^T Q (A from registers, B read MN-major from the stage) while the warpgroups meet,
       // and (kDkBeforeDsStore) while dS^T goes to shared memory.
