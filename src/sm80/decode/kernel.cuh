@@ -274,7 +274,9 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
                                         seq.seqlen_k);
       }
       softmax.update(acc_s, acc_o, log2_multiplier);
-      gemm_pv<typename Traits::WarpGemm>(acc_o, acc_s, sV_warp, lane);
+      // P split into two 16-bit parts (gemm_pv_f16): the step is memory-bound, so O gets P's
+      // rounding error squared for free.
+      gemm_pv<typename Traits::WarpGemm, true>(acc_o, acc_s, sV_warp, lane);
     }
   }
   ptx::cp_async_wait<0>();
