@@ -121,7 +121,7 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
     return operand_strides_problem(p);
 #else
     return dims + " are not supported by the sm90 path in this build: head dims above 256 need its wide kernels "
-                  "(FLASHCORE_BUILD_SM90_WIDE=ON builds them; not yet verified on a GPU)";
+                  "(FLASHCORE_BUILD_SM90_WIDE=ON, the default, builds them)";
 #endif
   }
   if (detail::find_covering_kernel(kDeclared, p.head_dim_qk, p.head_dim_v, p.dtype) == nullptr) {

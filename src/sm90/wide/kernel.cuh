@@ -1,6 +1,6 @@
 // The sm90 forward for head dims above 256 (docs/design/large-head-dims.md), first version: Dqk = Dv
 // = kD (a multiple of 128, up to 512), dense calls, one CTA of 64 query rows per (query block, head,
-// batch entry), no clusters. UNVERIFIED ON A GPU: built only with FLASHCORE_BUILD_SM90_WIDE=ON.
+// batch entry), no clusters. Built with FLASHCORE_BUILD_SM90_WIDE (default ON).
 //
 //   warpgroup 0   producer: one thread loads Q once (kD/64 chunks) and streams, per KV block of 64
 //                 keys, K's chunks then V's chunks through a ring of kSlots 8 KiB slots

@@ -1,5 +1,5 @@
 // The sm90 wide forward (head dims above 256; kernel.cuh), as the sm90 path's launch.cu sees it.
-// Built only with FLASHCORE_BUILD_SM90_WIDE=ON (FLASHCORE_HAS_SM90_WIDE): unverified on a GPU.
+// Built with FLASHCORE_BUILD_SM90_WIDE (default ON; FLASHCORE_HAS_SM90_WIDE).
 #pragma once
 
 #include <cuda_runtime.h>
