@@ -28,7 +28,7 @@
 #include "ptx/math.hpp"
 #include "sm80/bwd/launch_bwd.hpp"
 #include "sm80/bwd/tile_config.hpp"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 #include "sm80/common/gemm.cuh"
 
 namespace flashcore::sm80 {
@@ -390,5 +390,5 @@ Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t
 // One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
 #define FLASHCORE_SM80_BWD_INSTANTIATE(DQK, DV, ELEMENT)                                             \
   template flashcore::Status flashcore::sm80::launch_bwd<DQK, DV, ELEMENT>(const flashcore::BackwardParams&, \
-                                                                           const flashcore::sm80::BwdWorkspace&, \
+                                                                           const flashcore::backward::BwdWorkspace&, \
                                                                            cudaStream_t);

@@ -11,16 +11,16 @@
 #include "api/paths.hpp"
 #include "common/cuda_check.hpp"
 #include "sm80/bwd/launch_bwd.hpp"
-#include "sm80/bwd/postprocess.cuh"
-#include "sm80/bwd/preprocess.cuh"
+#include "backward/postprocess.cuh"
+#include "backward/preprocess.cuh"
 #include "sm80/bwd/tile_config.hpp"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 
 namespace flashcore::detail {
 
 namespace {
 
-using LaunchFn = Status (*)(const BackwardParams&, const sm80::BwdWorkspace&, cudaStream_t);
+using LaunchFn = Status (*)(const BackwardParams&, const backward::BwdWorkspace&, cudaStream_t);
 using Instantiation = BuiltKernel<LaunchFn>;
 
 constexpr Instantiation kInstantiations[] = {
@@ -63,28 +63,29 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
 template <typename Element>
 Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
-  sm80::BwdWorkspaceBytes bytes;
-  sm80::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
+  backward::BwdWorkspaceBytes bytes;
+  backward::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
   void* base = nullptr;
   FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
+  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
   Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
                               "sm80 backward: zeroing the dQ accumulator");
   if (status.ok() && bp.deterministic) {
     status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm80 backward: zeroing the turn counters");
   }
-  const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
+  const unsigned row_blocks_pre =
+      unsigned(backward::round_up(p.seqlen_q, backward::kBwdRowPad) / backward::kPreprocessRows);
   if (status.ok()) {
-    sm80::bwd_preprocess_kernel<Element>
-        <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
+    backward::bwd_preprocess_kernel<Element>
+        <<<dim3(row_blocks_pre, p.heads_q, p.batch), backward::kPreprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm80 bwd_preprocess_kernel");
   }
   if (status.ok()) status = inst.launch(bp, ws, stream);
   const unsigned row_blocks_post =
-      unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
+      unsigned((p.seqlen_q + backward::kPostprocessRows - 1) / backward::kPostprocessRows);
   if (status.ok()) {
-    sm80::bwd_postprocess_kernel<Element>
-        <<<dim3(row_blocks_post, p.heads_q, p.batch), sm80::kPostprocessThreads, 0, stream>>>(bp, ws);
+    backward::bwd_postprocess_kernel<Element>
+        <<<dim3(row_blocks_post, p.heads_q, p.batch), backward::kPostprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm80 bwd_postprocess_kernel");
   }
   const cudaError_t freed = cudaFreeAsync(base, stream);

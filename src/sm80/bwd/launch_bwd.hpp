@@ -5,10 +5,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backward/workspace.hpp"
 #include "flashcore/flashcore.hpp"
-#include "sm80/bwd/workspace.hpp"
 
 namespace flashcore::sm80 {
+
+using backward::BwdWorkspace;  // the fp32 workspace shared with the sm90 backward
 
 // Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kHeadDimQK, int kHeadDimV, typename Element>

@@ -14,6 +14,8 @@
 // Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
+#include "backward/workspace.hpp"
+
 namespace flashcore::sm80 {
 
 struct BwdTileShape {
@@ -34,9 +36,8 @@ constexpr BwdTileShape bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   return {64, 8};
 }
 
-// Rows of the fp32 workspaces (dQ accumulator, log2 LSE, D) reserved per sequence are its length
-// rounded up to this, so a query block never reads or adds past its sequence's rows.
-inline constexpr int kBwdRowPad = 128;
+// The shared workspace's row padding (backward/workspace.hpp), which query blocks must tile.
+using backward::kBwdRowPad;
 
 constexpr int bwd_row_pad(int elem_bytes) { return 16 / elem_bytes; }  // 16 B per padded row
 

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                     const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                     const __grid_constant__ CUtensorMap tm_dq, const __grid_constant__ CUtensorMap tm_lse2,
                     const __grid_constant__ CUtensorMap tm_row_d,
-                    const __grid_constant__ BackwardParams bp, const __grid_constant__ sm80::BwdWorkspace ws,
+                    const __grid_constant__ BackwardParams bp, const __grid_constant__ backward::BwdWorkspace ws,
                     const __grid_constant__ BwdKernelArgs args) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
 // Launches the main kernel for one (Dqk, Dv, Element) with the call's tensor maps (launch.cu).
 template <int kDqk, int kDv, typename Element>
-Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const sm80::BwdWorkspace& ws,
+Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const backward::BwdWorkspace& ws,
                        const BwdKernelArgs& args, cudaStream_t stream) {
   using Traits = BwdTraits<kDqk, kDv, Element>;
   const AttentionParams& p = bp.forward;
@@ -134,5 +134,5 @@ Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const 
 // One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
 #define FLASHCORE_SM90_BWD_INSTANTIATE(DQK, DV, ELEMENT)                                                     \
   template flashcore::Status flashcore::sm90::bwd::launch_backward<DQK, DV, ELEMENT>(                         \
-      const CUtensorMap*, const flashcore::BackwardParams&, const flashcore::sm80::BwdWorkspace&,            \
+      const CUtensorMap*, const flashcore::BackwardParams&, const flashcore::backward::BwdWorkspace&,            \
       const flashcore::sm90::bwd::BwdKernelArgs&, cudaStream_t);

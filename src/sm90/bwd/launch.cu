@@ -1,8 +1,8 @@
 // The sm90 backward's entry in the backward dispatch table: supports() says exactly why a call
 // cannot run here (it then runs on the sm80 backward); run() builds the tensor maps, lays out the
-// workspace (the sm80 backward's: sm80/bwd/workspace.hpp) in one stream-ordered allocation and runs
-// preprocess -> main kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess, the first and last
-// shared with the sm80 backward.
+// workspace (backward/workspace.hpp) in one stream-ordered allocation and runs preprocess -> main
+// kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess, the first and last shared with the sm80
+// backward (src/backward/).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,9 +15,9 @@
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
 #include "common/cuda_check.hpp"
-#include "sm80/bwd/postprocess.cuh"
-#include "sm80/bwd/preprocess.cuh"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/postprocess.cuh"
+#include "backward/preprocess.cuh"
+#include "backward/workspace.hpp"
 #include "sm90/bwd/params.hpp"
 #include "sm90/bwd/tile_config.hpp"
 #include "sm90/common/tma.cuh"
@@ -27,7 +27,7 @@ namespace sm90::bwd {
 
 namespace {
 
-using LaunchFn = Status (*)(const CUtensorMap*, const BackwardParams&, const sm80::BwdWorkspace&, const BwdKernelArgs&,
+using LaunchFn = Status (*)(const CUtensorMap*, const BackwardParams&, const backward::BwdWorkspace&, const BwdKernelArgs&,
                             cudaStream_t);
 using Instantiation = detail::BuiltKernel<LaunchFn>;
 
@@ -97,8 +97,8 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
   }
   if (p.batch > 65535 || p.heads_kv > 65535) return "the sm90 backward launches at most 65535 batch entries and KV heads";
   // TMA addresses the workspace's rows (every query head's padded tokens) with a 32-bit coordinate.
-  sm80::BwdWorkspaceBytes bytes;
-  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst->head_dim_qk, nullptr, &bytes);
+  backward::BwdWorkspaceBytes bytes;
+  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, inst->head_dim_qk, nullptr, &bytes);
   if (int64_t(p.heads_q) * ws.rows_per_head >= (int64_t(1) << 31)) {
     return "the sm90 backward addresses at most 2^31 workspace rows (query heads x padded tokens)";
   }
@@ -130,20 +130,21 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   args.v_per_chunk = per_chunk_map(p.head_dim_v, inst.head_dim_v);
   args.deterministic = bp.deterministic;
 
-  sm80::BwdWorkspaceBytes bytes;
-  sm80::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
+  backward::BwdWorkspaceBytes bytes;
+  backward::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
   void* base = nullptr;
   FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const sm80::BwdWorkspace ws = sm80::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
+  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
   Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
                               "sm90 backward: zeroing the dQ accumulator");
   if (status.ok() && bp.deterministic) {
     status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm90 backward: zeroing the turn counters");
   }
-  const unsigned row_blocks_pre = unsigned(sm80::round_up(p.seqlen_q, sm80::kBwdRowPad) / sm80::kPreprocessRows);
+  const unsigned row_blocks_pre =
+      unsigned(backward::round_up(p.seqlen_q, backward::kBwdRowPad) / backward::kPreprocessRows);
   if (status.ok()) {
-    sm80::bwd_preprocess_kernel<Element>
-        <<<dim3(row_blocks_pre, p.heads_q, p.batch), sm80::kPreprocessThreads, 0, stream>>>(bp, ws);
+    backward::bwd_preprocess_kernel<Element>
+        <<<dim3(row_blocks_pre, p.heads_q, p.batch), backward::kPreprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_preprocess_kernel");
   }
   const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
@@ -151,10 +152,10 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   if (status.ok()) status = encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m);
   if (status.ok()) status = encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m);
   if (status.ok()) status = inst.launch(maps, bp, ws, args, stream);
-  const unsigned row_blocks_post = unsigned((p.seqlen_q + sm80::kPostprocessRows - 1) / sm80::kPostprocessRows);
+  const unsigned row_blocks_post = unsigned((p.seqlen_q + backward::kPostprocessRows - 1) / backward::kPostprocessRows);
   if (status.ok()) {
-    sm80::bwd_postprocess_kernel<Element>
-        <<<dim3(row_blocks_post, p.heads_q, p.batch), sm80::kPostprocessThreads, 0, stream>>>(bp, ws);
+    backward::bwd_postprocess_kernel<Element>
+        <<<dim3(row_blocks_post, p.heads_q, p.batch), backward::kPostprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_postprocess_kernel");
   }
   const cudaError_t freed = cudaFreeAsync(base, stream);

@@ -35,7 +35,7 @@
 #include "ptx/mma_sm80.hpp"
 #include "ptx/tma.hpp"
 #include "ptx/wgmma.hpp"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 #include "sm90/common/element.cuh"
 #include "sm90/common/fragment.cuh"
 #include "sm90/common/gemm.cuh"
@@ -103,7 +103,7 @@ struct BwdProducer {
   using Storage = typename Traits::SharedStorage;
   static __device__ void run(Storage& smem, const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                              const CUtensorMap* tm_do, const CUtensorMap* tm_lse2, const CUtensorMap* tm_row_d,
-                             const BwdKernelArgs& args, const sm80::BwdWorkspace& ws,
+                             const BwdKernelArgs& args, const backward::BwdWorkspace& ws,
                              const BwdWalk<Traits>& walk) {
     ptx::mbarrier_arrive_expect_tx(&smem.kv_full, Traits::kKBytes + Traits::kVBytes);
     const int key_row = int(walk.seq.k_start) + walk.n0;  // a token row of the k/v maps
@@ -148,7 +148,7 @@ struct BwdDqWriter {
 
   // tm_dq: the workspace's dQ accumulator as an fp32 matrix of dq_row_stride columns (launch.cu).
   static __device__ void run(Storage& smem, const CUtensorMap* tm_dq, const BwdKernelArgs& args,
-                             const sm80::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
+                             const backward::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
     uint32_t phase = 0;
     for (int step = 0; step < walk.steps; ++step, phase ^= 1u) {
       ptx::mbarrier_wait(&smem.dq_full, phase);

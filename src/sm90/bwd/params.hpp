@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "flashcore/flashcore.hpp"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 
 namespace flashcore::sm90::bwd {
 
@@ -17,7 +17,7 @@ struct BwdKernelArgs {
   bool qk_per_chunk = false;  // q/k maps per 64-column chunk (sm90/common/tma.cuh, per_chunk_map)
   bool v_per_chunk = false;   // v/dout maps
   // dQ added in a fixed order: KV blocks run (and add to each query block) from the last down, each
-  // waiting for its turn (the workspace's counters, sm80/bwd/workspace.hpp).
+  // waiting for its turn (the workspace's counters, backward/workspace.hpp).
   bool deterministic = false;
 };
 
@@ -26,7 +26,7 @@ enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kMapDqAccum, kMapLse2, kMapRowD
 
 // Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kDqk, int kDv, typename Element>
-Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const sm80::BwdWorkspace& ws,
+Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const backward::BwdWorkspace& ws,
                        const BwdKernelArgs& args, cudaStream_t stream);
 
 }  // namespace flashcore::sm90::bwd

@@ -1,5 +1,5 @@
-// The sm80 backward's fp32 workspace: one stream-ordered allocation per call (graph capture works),
-// shared by its three kernels.
+// The fused backwards' fp32 workspace (sm90 and sm80): one stream-ordered allocation per call (graph
+// capture works), shared by the preprocess, the path's main kernel and the postprocess.
 //
 // Rows: every (query head, sequence) owns a run of rows that is its length rounded up to
 // kBwdRowPad, so a query block of the main kernel reads statistics and adds dQ without bounds
@@ -17,9 +17,13 @@
 
 #include "common/host_device.hpp"
 #include "flashcore/flashcore.hpp"
-#include "sm80/bwd/tile_config.hpp"
 
-namespace flashcore::sm80 {
+namespace flashcore::backward {
+
+// Rows of the fp32 workspaces (dQ accumulator, log2 LSE, D) reserved per sequence are its length
+// rounded up to this, so a query block (of at most kBwdRowPad rows) never reads or adds past its
+// sequence's rows.
+inline constexpr int kBwdRowPad = 128;
 
 inline constexpr int kRowAlign = 16;  // rows; seq_base and rows_per_head are multiples of it
 
@@ -82,4 +86,4 @@ inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, int kernel_dq
   return ws;
 }
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore::backward

@@ -1,4 +1,4 @@
-// The sm80 backward's postprocess: the fp32 dQ accumulator (workspace.hpp) times the softmax scale
+// The fused backwards' postprocess: the fp32 dQ accumulator (workspace.hpp) times the softmax scale
 // (the main kernel leaves it out of dS) -> dq in the element type, with the caller's strides. Rows
 // with no visible key were never added to and come out 0.
 #pragma once
@@ -6,9 +6,9 @@
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
 #include "common/device_dtype.cuh"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 
-namespace flashcore::sm80 {
+namespace flashcore::backward {
 
 inline constexpr int kPostprocessRows = 64;
 inline constexpr int kPostprocessThreads = 256;
@@ -40,4 +40,4 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   }
 }
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore::backward

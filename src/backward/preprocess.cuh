@@ -1,4 +1,4 @@
-// The sm80 backward's preprocess: per query row, D = rowsum(dO * O) in fp32 and the forward's LSE
+// The fused backwards' preprocess: per query row, D = rowsum(dO * O) in fp32 and the forward's LSE
 // in log2 units, into the workspace (workspace.hpp); padding rows get D = 0 and lse2 = +inf, and so
 // do rows whose LSE is -inf (no visible key), so P = exp2(s - lse2) is 0 there without a branch.
 #pragma once
@@ -8,9 +8,9 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "common/device_dtype.cuh"
-#include "sm80/bwd/workspace.hpp"
+#include "backward/workspace.hpp"
 
-namespace flashcore::sm80 {
+namespace flashcore::backward {
 
 inline constexpr int kPreprocessRows = 64;     // rows per CTA
 inline constexpr int kPreprocessThreads = 256;  // one warp per row at a time
@@ -59,4 +59,4 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   }
 }
 
-}  // namespace flashcore::sm80
+}  // namespace flashcore::backward
