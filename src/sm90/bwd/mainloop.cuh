@@ -29,13 +29,13 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
+#include "backward/workspace.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
 #include "ptx/mbarrier.hpp"
 #include "ptx/mma_sm80.hpp"
 #include "ptx/tma.hpp"
 #include "ptx/wgmma.hpp"
-#include "backward/workspace.hpp"
 #include "sm90/common/element.cuh"
 #include "sm90/common/fragment.cuh"
 #include "sm90/common/gemm.cuh"
@@ -60,7 +60,7 @@ struct BwdWalk {
 
   FC_DEVICE static BwdWalk make(const AttentionParams& p, const BwdKernelArgs& args) {
     BwdWalk w;
-    // Deterministic mode launches the last KV block first (BwdDqWriter::wait_for_turn).
+    // Deterministic mode launches the last KV block first (BwdDqWriter::turn_of).
     w.n_block = args.deterministic ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
     w.n0 = w.n_block * Traits::kBlockN;
     w.head_kv = blockIdx.y, w.batch = blockIdx.z;
