@@ -116,6 +116,7 @@ template <int kDqk, int kDv, typename Element>
 Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const backward::BwdWorkspace& ws,
                        const BwdKernelArgs& args, cudaStream_t stream) {
   using Traits = BwdTraits<kDqk, kDv, Element>;
+  static_assert(Traits::kSmemBytes == bwd_smem_bytes(kDqk, kDv), "supports()' shared-memory figure is this kernel's");
   const AttentionParams& p = bp.forward;
   const bool score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
   auto* kernel = score_mod ? &backward_kernel<Traits, true> : &backward_kernel<Traits, false>;
