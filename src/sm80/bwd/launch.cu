@@ -1,6 +1,6 @@
 // The sm80 backward's entry in the backward dispatch table: supports() says exactly why a call
-// cannot run here; run() lays out the workspace (workspace.hpp) in one stream-ordered allocation
-// and runs preprocess -> main kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess.
+// cannot run here; run() runs the (Dqk, Dv, dtype) instantiation's main kernel inside the shared
+// backward sequence (backward/run.cuh: workspace, preprocess, main kernel, postprocess).
 #include <cstdint>
 #include <string>
 
@@ -9,12 +9,11 @@
 
 #include "api/built_kernels.hpp"
 #include "api/paths.hpp"
+#include "backward/run.cuh"
+#include "backward/workspace.hpp"
 #include "common/cuda_check.hpp"
 #include "sm80/bwd/launch_bwd.hpp"
-#include "backward/postprocess.cuh"
-#include "backward/preprocess.cuh"
 #include "sm80/bwd/tile_config.hpp"
-#include "backward/workspace.hpp"
 
 namespace flashcore::detail {
 
@@ -62,35 +61,9 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
 
 template <typename Element>
 Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
-  const AttentionParams& p = bp.forward;
-  backward::BwdWorkspaceBytes bytes;
-  backward::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
-  void* base = nullptr;
-  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
-  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
-                              "sm80 backward: zeroing the dQ accumulator");
-  if (status.ok() && bp.deterministic) {
-    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm80 backward: zeroing the turn counters");
-  }
-  const unsigned row_blocks_pre =
-      unsigned(backward::round_up(p.seqlen_q, backward::kBwdRowPad) / backward::kPreprocessRows);
-  if (status.ok()) {
-    backward::bwd_preprocess_kernel<Element>
-        <<<dim3(row_blocks_pre, p.heads_q, p.batch), backward::kPreprocessThreads, 0, stream>>>(bp, ws);
-    status = cuda_status(cudaGetLastError(), "sm80 bwd_preprocess_kernel");
-  }
-  if (status.ok()) status = inst.launch(bp, ws, stream);
-  const unsigned row_blocks_post =
-      unsigned((p.seqlen_q + backward::kPostprocessRows - 1) / backward::kPostprocessRows);
-  if (status.ok()) {
-    backward::bwd_postprocess_kernel<Element>
-        <<<dim3(row_blocks_post, p.heads_q, p.batch), backward::kPostprocessThreads, 0, stream>>>(bp, ws);
-    status = cuda_status(cudaGetLastError(), "sm80 bwd_postprocess_kernel");
-  }
-  const cudaError_t freed = cudaFreeAsync(base, stream);
-  if (status.ok()) status = cuda_status(freed, "sm80 backward: freeing the workspace");
-  return status;
+  return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm80", stream, [&](const backward::BwdWorkspace& ws) {
+    return inst.launch(bp, ws, stream);
+  });
 }
 
 Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo&, cudaStream_t stream) {

@@ -1,8 +1,7 @@
 // The sm90 backward's entry in the backward dispatch table: supports() says exactly why a call
-// cannot run here (it then runs on the sm80 backward); run() builds the tensor maps, lays out the
-// workspace (backward/workspace.hpp) in one stream-ordered allocation and runs preprocess -> main
-// kernel (the (Dqk, Dv, dtype) instantiation) -> postprocess, the first and last shared with the sm80
-// backward (src/backward/).
+// cannot run here (it then runs on the sm80 backward); run() builds the tensor maps and runs the
+// (Dqk, Dv, dtype) instantiation's main kernel inside the shared backward sequence
+// (backward/run.cuh: workspace, preprocess, main kernel, postprocess).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,10 +13,9 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
-#include "common/cuda_check.hpp"
-#include "backward/postprocess.cuh"
-#include "backward/preprocess.cuh"
+#include "backward/run.cuh"
 #include "backward/workspace.hpp"
+#include "common/cuda_check.hpp"
 #include "sm90/bwd/params.hpp"
 #include "sm90/bwd/tile_config.hpp"
 #include "sm90/common/tma.cuh"
@@ -130,37 +128,14 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   args.v_per_chunk = per_chunk_map(p.head_dim_v, inst.head_dim_v);
   args.deterministic = bp.deterministic;
 
-  backward::BwdWorkspaceBytes bytes;
-  backward::bwd_workspace_layout(p, inst.head_dim_qk, nullptr, &bytes);
-  void* base = nullptr;
-  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, inst.head_dim_qk, base, &bytes);
-  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
-                              "sm90 backward: zeroing the dQ accumulator");
-  if (status.ok() && bp.deterministic) {
-    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), "sm90 backward: zeroing the turn counters");
-  }
-  const unsigned row_blocks_pre =
-      unsigned(backward::round_up(p.seqlen_q, backward::kBwdRowPad) / backward::kPreprocessRows);
-  if (status.ok()) {
-    backward::bwd_preprocess_kernel<Element>
-        <<<dim3(row_blocks_pre, p.heads_q, p.batch), backward::kPreprocessThreads, 0, stream>>>(bp, ws);
-    status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_preprocess_kernel");
-  }
-  const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
-  if (status.ok()) status = encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m);
-  if (status.ok()) status = encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m);
-  if (status.ok()) status = encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m);
-  if (status.ok()) status = inst.launch(maps, bp, ws, args, stream);
-  const unsigned row_blocks_post = unsigned((p.seqlen_q + backward::kPostprocessRows - 1) / backward::kPostprocessRows);
-  if (status.ok()) {
-    backward::bwd_postprocess_kernel<Element>
-        <<<dim3(row_blocks_post, p.heads_q, p.batch), backward::kPostprocessThreads, 0, stream>>>(bp, ws);
-    status = cuda_status(cudaGetLastError(), "sm90 backward: bwd_postprocess_kernel");
-  }
-  const cudaError_t freed = cudaFreeAsync(base, stream);
-  if (status.ok()) status = cuda_status(freed, "sm90 backward: freeing the workspace");
-  return status;
+  return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm90", stream, [&](const backward::BwdWorkspace& ws) {
+    // The workspace as TMA views: dQ accumulator rows, lse2 and D (their rows are the same).
+    const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
+    FC_RETURN_IF_ERROR(encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m));
+    FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m));
+    FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m));
+    return inst.launch(maps, bp, ws, args, stream);
+  });
 }
 
 Status sm90_backward_run(const BackwardParams& bp, const detail::DeviceInfo&, cudaStream_t stream) {

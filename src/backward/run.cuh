@@ -1,0 +1,52 @@
+// One backward call of a fused path: the workspace (workspace.hpp) in one stream-ordered
+// allocation, zeroed dQ accumulator (and turn counters in deterministic mode), preprocess, the
+// path's main kernel, postprocess, free. Every step runs on the caller's stream; after the first
+// error nothing more is launched, and the workspace is freed either way.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "backward/postprocess.cuh"
+#include "backward/preprocess.cuh"
+#include "backward/workspace.hpp"
+#include "common/cuda_check.hpp"
+
+namespace flashcore::backward {
+
+// main_kernel(ws) launches the path's main kernel on `stream` and returns its Status. kernel_dqk:
+// the head dim of the kernel that runs the call (a padded call's dQ rows hold its columns). `path`
+// names the path in error messages.
+template <typename Element, class MainKernel>
+Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, cudaStream_t stream,
+                    MainKernel&& main_kernel) {
+  const AttentionParams& p = bp.forward;
+  const std::string where = std::string(path) + " backward: ";
+  BwdWorkspaceBytes bytes;
+  bwd_workspace_layout(p, kernel_dqk, nullptr, &bytes);
+  void* base = nullptr;
+  FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
+  const BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes);
+  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
+                              (where + "zeroing the dQ accumulator").c_str());
+  if (status.ok() && bp.deterministic) {
+    status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), (where + "zeroing the turn counters").c_str());
+  }
+  if (status.ok()) {
+    const unsigned row_blocks = unsigned(round_up(p.seqlen_q, kBwdRowPad) / kPreprocessRows);
+    bwd_preprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPreprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), (where + "bwd_preprocess_kernel").c_str());
+  }
+  if (status.ok()) status = main_kernel(ws);
+  if (status.ok()) {
+    const unsigned row_blocks = unsigned((p.seqlen_q + kPostprocessRows - 1) / kPostprocessRows);
+    bwd_postprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, 0, stream>>>(bp, ws);
+    status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_kernel").c_str());
+  }
+  const cudaError_t freed = cudaFreeAsync(base, stream);
+  if (status.ok()) status = cuda_status(freed, (where + "freeing the workspace").c_str());
+  return status;
+}
+
+}  // namespace flashcore::backward
