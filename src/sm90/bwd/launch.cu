@@ -56,19 +56,6 @@ OperandViews operand_views(const BackwardParams& bp) {
   return v;
 }
 
-bool tma_stride_ok(int64_t stride, int extent) { return extent <= 1 || (stride > 0 && stride % 8 == 0); }
-
-// TMA's rules for one operand view (16-byte base, strides of dimensions longer than 1 positive
-// multiples of 8 elements).
-std::string tma_operand_problem(const char* name, const OperandView& view) {
-  if (reinterpret_cast<uintptr_t>(view.base) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
-  const char* rule = " must be a positive multiple of 8 elements (16 bytes) for TMA";
-  if (!tma_stride_ok(view.seq_stride, view.seqlen)) return std::string(name) + "_seq_stride" + rule;
-  if (!tma_stride_ok(view.head_stride, view.heads)) return std::string(name) + "_head_stride" + rule;
-  if (!tma_stride_ok(view.batch_stride, view.batch)) return std::string(name) + "_batch_stride" + rule;
-  return "";
-}
-
 std::string sm90_backward_supports(const BackwardParams& bp, const detail::DeviceInfo& d) {
   const AttentionParams& p = bp.forward;
   if (!d.has_device || d.pointers_on_host) return "the sm90 backward needs a CUDA device and device pointers";
@@ -103,10 +90,10 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
   // TMA loads of q, k, v, dout; 16-byte vectors in the shared preprocess (o, dout) and postprocess (dq);
   // dk, dv are written in 4-byte pairs.
   const OperandViews views = operand_views(bp);
-  std::string why = tma_operand_problem("q", views.q);
-  if (why.empty()) why = tma_operand_problem("k", views.k);
-  if (why.empty()) why = tma_operand_problem("v", views.v);
-  if (why.empty()) why = tma_operand_problem("dout", views.dout);
+  std::string why = operand_view_problem("q", views.q);
+  if (why.empty()) why = operand_view_problem("k", views.k);
+  if (why.empty()) why = operand_view_problem("v", views.v);
+  if (why.empty()) why = operand_view_problem("dout", views.dout);
   if (why.empty()) why = detail::vector_alignment_problem(bp, 16);
   return why;
 }

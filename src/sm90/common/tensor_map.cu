@@ -83,6 +83,16 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
   return Status::Ok();
 }
 
+std::string operand_view_problem(const char* name, const OperandView& view) {
+  if (reinterpret_cast<uintptr_t>(view.base) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
+  const char* rule = " must be a positive multiple of 8 elements (16 bytes) for TMA";
+  auto bad = [](int64_t stride, int extent) { return extent > 1 && !(stride > 0 && stride % 8 == 0); };
+  if (bad(view.seq_stride, view.seqlen)) return std::string(name) + "_seq_stride" + rule;
+  if (bad(view.head_stride, view.heads)) return std::string(name) + "_head_stride" + rule;
+  if (bad(view.batch_stride, view.batch)) return std::string(name) + "_batch_stride" + rule;
+  return "";
+}
+
 Status encode_fp32_matrix_map(CUtensorMap* map, float* base, int cols, int64_t rows, int box_rows) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   FC_RETURN_IF_ERROR(get_encode_tiled(&encode));

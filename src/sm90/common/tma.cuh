@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <string>
 
 #include "common/host_device.hpp"
 #include "flashcore/flashcore.hpp"
@@ -40,6 +41,11 @@ FC_HOST_DEVICE constexpr bool per_chunk_map(int head_dim, int tile_head_dim) {
 }
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
                           int box_chunks = 0);
+// Empty when `view` (16-bit elements) meets TMA's rules: a 16-byte aligned base and, for every
+// dimension longer than 1, a stride that is a positive multiple of 8 elements (16 bytes); otherwise
+// the rule it breaks, naming the tensor `name` (its strides as <name>_seq_stride, ...). A stride of a
+// dimension of extent 1 is never used (encode_operand_map substitutes a legal value).
+std::string operand_view_problem(const char* name, const OperandView& view);
 // An fp32 matrix of `rows` rows of `cols` floats (cols a multiple of 32: the row pitch is cols * 4
 // bytes) as a 2-D TMA view whose box is 32 columns x box_rows rows with the 128-byte swizzle: in
 // shared memory one [box_rows][32] fp32 tile per box, 16-byte unit u of row r at u ^ (r % 8).

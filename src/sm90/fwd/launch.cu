@@ -70,19 +70,6 @@ size_t smem_needed(int dqk, int dv) {
   return 0;
 }
 
-bool stride_ok(int64_t stride_elems) { return stride_elems > 0 && stride_elems % 8 == 0; }  // 16 B, 16-bit
-
-std::string check_operand_strides(const char* name, const void* ptr, int64_t seq, int64_t head, int64_t batch,
-                                  int seqlen, int heads, int batch_count) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
-  // A stride of a dimension of extent 1 is never used; TMA still needs a legal value (launch.cu
-  // substitutes one), so only strides of real dimensions are checked.
-  if (seqlen > 1 && !stride_ok(seq)) return std::string(name) + "_seq_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
-  if (heads > 1 && !stride_ok(head)) return std::string(name) + "_head_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
-  if (batch_count > 1 && !stride_ok(batch)) return std::string(name) + "_batch_stride must be a positive multiple of 8 elements (16 bytes) for TMA";
-  return "";
-}
-
 // Rows and batch entries of the q/o and k/v tensor maps: dense [B][S], or varlen's packed tokens.
 struct TokenAxes {
   int rows_q = 0, rows_k = 0, batch = 0;
@@ -149,22 +136,20 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
 std::string operand_strides_problem(const AttentionParams& p) {
   // The tensor maps' extents: varlen packs the tokens (total_q/total_k rows, no batch dimension).
   const TokenAxes ax = token_axes(p);
-  std::string why = check_operand_strides("q", p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, ax.rows_q,
-                                          p.heads_q, ax.batch);
+  auto view = [&](const void* base, int64_t seq, int64_t head, int64_t batch, int rows, int heads) {
+    return OperandView{base, 0, rows, heads, ax.batch, seq, head, batch};
+  };
+  std::string why = operand_view_problem(
+      "q", view(p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, ax.rows_q, p.heads_q));
   if (why.empty() && p.k != nullptr) {
-    why = check_operand_strides("k", p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, ax.rows_k, p.heads_kv,
-                                ax.batch);
+    why = operand_view_problem("k", view(p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, ax.rows_k, p.heads_kv));
   }
   if (why.empty() && p.v != nullptr) {
-    why = check_operand_strides("v", p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, ax.rows_k, p.heads_kv,
-                                ax.batch);
+    why = operand_view_problem("v", view(p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, ax.rows_k, p.heads_kv));
   }
   if (!why.empty()) return why;
   // O leaves through TMA stores (or 4-byte stores of element pairs): the same rules as the inputs.
-  why = check_operand_strides("o", p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, ax.rows_q, p.heads_q,
-                              ax.batch);
-  if (!why.empty()) return why;
-  return "";
+  return operand_view_problem("o", view(p.o, p.o_seq_stride, p.o_head_stride, p.o_batch_stride, ax.rows_q, p.heads_q));
 }
 
 Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStream_t stream) {
