@@ -18,13 +18,11 @@ namespace flashcore::sm90 {
 FC_DEVICE int acc_row(int i) { return (i >> 1) & 1; }                  // local row 0/1 of acc[i]
 FC_DEVICE int acc_col(int i, int quad_lane) { return 8 * (i >> 2) + 2 * quad_lane + (i & 1); }
 
-// Every score of the fragment through the softcap in dot units (attn::ScoreTransform::dot_softcap),
-// with the SFU's tanh (ptx::tanh_fast, within ~2e-7 absolute; tanhf costs a few dozen instructions
-// per score).
+// Every score of the fragment through the softcap in dot units (attn::ScoreTransform::dot_softcap).
 template <int kAcc>
 FC_DEVICE void apply_softcap(float* s, const attn::DotSoftcap& softcap) {
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) s[i] = softcap.softcap_over_scale * ptx::tanh_fast(s[i] * softcap.scale_over_softcap);
+  for (int i = 0; i < kAcc; ++i) s[i] = softcap.apply(s[i]);
 }
 
 // Scores of invisible (query, key) pairs, keys past Sk included, become -inf.
