@@ -165,4 +165,13 @@ inline void check_backward(const BackwardCase& c, const BackwardRun& run, double
   }
 }
 
+// Every case through check_backward, each traced with its description; returns how many ran.
+inline int check_backward_cases(const std::vector<BackwardCase>& cases, const BackwardRun& run) {
+  for (const BackwardCase& c : cases) {
+    SCOPED_TRACE(TestCase(c.tc).describe());
+    check_backward(c, run);
+  }
+  return int(cases.size());
+}
+
 }  // namespace flashcore::testing

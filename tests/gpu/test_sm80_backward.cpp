@@ -57,10 +57,7 @@ TEST(Sm80Backward, MatchesTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (int d : {32, 64, 96, 128}) {
       if (!sm80_built(d, dt)) continue;
-      for (const BackwardCase& c : feature_cases(dt, d)) {
-        SCOPED_TRACE(testing::TestCase(c.tc).describe());
-        testing::check_backward(c, run);
-      }
+      testing::check_backward_cases(feature_cases(dt, d), run);
     }
 }
 
@@ -79,11 +76,7 @@ TEST(Sm80Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
       if (!testing::backward_path_takes(KernelPath::kSm80, dqk, dv, dt, "sm80-bwd")) continue;
-      for (const BackwardCase& c : feature_cases(dt, dqk, dv)) {
-        SCOPED_TRACE(testing::TestCase(c.tc).describe());
-        testing::check_backward(c, run);
-        ++ran;
-      }
+      ran += testing::check_backward_cases(feature_cases(dt, dqk, dv), run);
     }
   if (ran == 0) GTEST_SKIP() << "no covering sm80 backward kernel in this build";
 }
@@ -148,7 +141,7 @@ TEST(Sm80BackwardSanitizer, FeaturesD64D128BothModes) {
     run.expect_repeatable = deterministic;
     for (int d : {64, 128}) {
       if (!sm80_built(d, DType::kFloat16)) continue;
-      for (const BackwardCase& c : feature_cases(DType::kFloat16, d)) testing::check_backward(c, run);
+      testing::check_backward_cases(feature_cases(DType::kFloat16, d), run);
     }
   }
 }

@@ -70,11 +70,7 @@ TEST(Sm90Backward, MatchesTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128}) {
       if (!sm90_takes(d, d, dt)) continue;
-      for (const BackwardCase& c : feature_cases(dt, d, d)) {
-        SCOPED_TRACE(testing::TestCase(c.tc).describe());
-        testing::check_backward(c, run);
-        ++ran;
-      }
+      ran += testing::check_backward_cases(feature_cases(dt, d, d), run);
     }
   if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
 }
@@ -93,11 +89,7 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
       if (!sm90_takes(dqk, dv, dt)) continue;
-      for (const BackwardCase& c : feature_cases(dt, dqk, dv)) {
-        SCOPED_TRACE(testing::TestCase(c.tc).describe());
-        testing::check_backward(c, run);
-        ++ran;
-      }
+      ran += testing::check_backward_cases(feature_cases(dt, dqk, dv), run);
     }
   if (ran == 0) GTEST_SKIP() << "no covering sm90 backward kernel in this build";
 }
@@ -154,11 +146,7 @@ TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
   int ran = 0;
   for (int d : {64, 128}) {
     if (!sm90_takes(d, d, DType::kBFloat16)) continue;
-    for (const BackwardCase& c : feature_cases(DType::kBFloat16, d, d)) {
-      SCOPED_TRACE(testing::TestCase(c.tc).describe());
-      testing::check_backward(c, run);
-      ++ran;
-    }
+    ran += testing::check_backward_cases(feature_cases(DType::kBFloat16, d, d), run);
   }
   if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
 }
@@ -177,10 +165,7 @@ TEST(Sm90BackwardSanitizer, FeaturesD64D128BothModes) {
     run.expect_repeatable = deterministic;
     for (int d : {64, 128}) {
       if (!sm90_takes(d, d, DType::kFloat16)) continue;
-      for (const BackwardCase& c : feature_cases(DType::kFloat16, d, d)) {
-        testing::check_backward(c, run);
-        ++ran;
-      }
+      ran += testing::check_backward_cases(feature_cases(DType::kFloat16, d, d), run);
     }
   }
   if (ran == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
