@@ -21,11 +21,14 @@ flashcore_kernel(sm80 fwd 256 128 fp16 bf16 fp32)
 flashcore_kernel(sm80 fwd 192 96 fp32)
 
 # sm80 backward (mma.sync m16n8k16), 16-bit only (fp32 runs on the naive GPU backward). A CTA keeps
-# dK and dV of its keys in registers, which bounds the head dim (src/sm80/bwd/tile_config.hpp).
+# dK and dV of its keys in registers: whole rows up to d128, column halves (64 keys per CTA) for
+# d192 / d256 (src/sm80/bwd/tile_config.hpp).
 flashcore_kernel(sm80 bwd 32 32 fp16 bf16)
 flashcore_kernel(sm80 bwd 64 64 fp16 bf16)
 flashcore_kernel(sm80 bwd 96 96 fp16 bf16)
 flashcore_kernel(sm80 bwd 128 128 fp16 bf16)
+flashcore_kernel(sm80 bwd 192 192 fp16 bf16)
+flashcore_kernel(sm80 bwd 256 256 fp16 bf16)
 
 # decode / split-KV forward (mma.sync m16n8k16; runs on every arch >= 80, part of the sm80 build):
 # query heads of one KV head packed into a tile, K/V dense, varlen, paged, batch-indexed or left-padded

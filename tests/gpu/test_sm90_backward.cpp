@@ -129,8 +129,10 @@ TEST(Sm90Backward, AutoDispatchPicksSm90) {
   v.dtype = DType::kFloat32;
   EXPECT_EQ(testing::chosen_backward_path(v), KernelPath::kNaiveGpu);
   v = tc;
-  v.head_dim_qk = v.head_dim_v = 160;
-  EXPECT_EQ(testing::chosen_backward_path(v), KernelPath::kNaiveGpu);
+  v.head_dim_qk = v.head_dim_v = 160;  // above the sm90 backward's 128: the sm80 one (padded to 192)
+  EXPECT_EQ(testing::chosen_backward_path(v),
+            testing::backward_path_takes(KernelPath::kSm80, 160, 160, v.dtype, "sm80-bwd") ? KernelPath::kSm80
+                                                                                         : KernelPath::kNaiveGpu);
 }
 
 // Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its

@@ -2,14 +2,17 @@
 // batch entry): it keeps dK, dV of its kBlockN keys in registers and walks every (query head of
 // the group, query block) that sees those keys (tile_config.hpp has the warp split). Per step:
 //   barrier: Q, dO, lse2, D of this step have landed; every warp is done with the previous step
-//            (its stage buffers and dS^T)                       -> prefetch the next step's tiles
-//   S^T = K Q^T -> P^T = exp2(S^T scale log2(e) - lse2)          (warp: its 16 keys x kBlockM queries)
+//            (its stage buffers, P^T and dS^T)                  -> prefetch the next step's tiles
+//   S^T = K Q^T -> P^T = exp2(S^T scale log2(e) - lse2)          (warp: its 16 keys x its queries)
 //   dV += P^T dO                                                 (A operand from registers)
 //   dP^T = V dO^T -> dS^T = P^T (dP^T - D) [softcap'(score)]     (in registers, 16-bit)
 //   dS^T -> shared memory, dK += dS^T Q
 //   barrier: dS^T complete
 //   dQ_partial = dS K -> fp32 adds into the workspace (deterministic mode: in descending KV-block
 //                        order, see wait_for_turn)
+// With dK, dV split in column parts (kColSplit 2), a warp's S^T and dP^T cover its half of the
+// step's queries, P^T goes to shared memory beside dS^T, and dV, dK (the warp's columns, over all
+// the step's queries, A fragments read back from shared memory) follow the dS^T barrier.
 // The softmax scale of dS is applied once, to dK at the end and to dQ in the postprocess. Calls
 // with softcap or ALiBi (kScoreMod) compute dP^T before S^T: the softcap derivative needs the
 // capped score next to dP^T.
@@ -155,6 +158,24 @@ FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTile
   }
 }
 
+// Stores packed A fragments (16 rows x 16 kKSteps columns, the pack_a_fragments layout) to a
+// row-major shared tile whose row 0, column 0 is `tile`; load_a_fragments reads them back (ldmatrix).
+template <int kStride, int kKSteps, typename Element>
+FC_DEVICE void store_a_fragments(const uint32_t (&a)[kKSteps][4], Element* tile, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      *reinterpret_cast<uint32_t*>(tile + (g + 8 * (r & 1)) * kStride + kk * 16 + 8 * (r >> 1) + 2 * t) = a[kk][r];
+}
+
+template <int kStride, int kKSteps, typename Element>
+FC_DEVICE void load_a_fragments(uint32_t (&a)[kKSteps][4], const Element* tile, int lane) {
+  const uint32_t a_lane = ptx::smem_address(tile + (lane & 15) * kStride + 8 * (lane >> 4));
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) ptx::ldmatrix_x4(a[kk], a_lane + kk * 16 * uint32_t(sizeof(Element)));
+}
+
 template <class Traits, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     attention_bwd_kernel(const BackwardParams bp, const BwdWorkspace ws) {
@@ -168,6 +189,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Element* sQ = smem + Traits::kQOffset;
   Element* sDO = smem + Traits::kDOOffset;
   Element* sDS = smem + Traits::kDSOffset;
+  Element* sP = smem + Traits::kPOffset;  // P^T, kColSplit > 1 only
   float* sStats = reinterpret_cast<float*>(smem_raw + Traits::kRowStatsOffsetBytes);  // [stage][lse2 | D]
 
   const AttentionParams& p = bp.forward;
@@ -246,7 +268,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     ptx::cp_async_commit();
   }
 
-  const int warp_key0 = warp * 16;  // this warp's keys inside the block
+  // This warp's keys inside the block, its column part of dK / dV and the first query of its S^T.
+  const int warp_key0 = (warp % Traits::kKeyWarps) * 16;
+  const int dkv_part = Traits::kColSplit > 1 ? warp / Traits::kKeyWarps : 0;  // a constant 0 when not split
+  const int warp_query0 = dkv_part * Traits::kStepQueries;
 #pragma unroll 1
   for (int step = 0, stage = 0; step < steps; ++step, stage ^= 1) {
     ptx::cp_async_wait<0>();
@@ -261,33 +286,42 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const Element* sDO_step = sDO + stage * Traits::kDOStageElems;
     const float* s_lse2 = sStats + 2 * stage * kBlockM;
     const float* s_d = s_lse2 + kBlockM;
+    constexpr bool kSplit = Traits::kColSplit > 1;
 
     // P^T and dS^T (softcap derivative included; the softmax scale is applied to dK and dQ at the
     // end) as packed 16-bit A fragments.
     const attn::ScoreTransform transform = attn::make_score_transform(p, batch, h, seq.seqlen_q, seq.seqlen_k);
     const bool full_tile = m0 + kBlockM <= seq.seqlen_q &&
                            mask.tile_fully_visible(m0, m0 + kBlockM - 1, n0, n0 + kBlockN - 1);
-    const StepFrame frame{n0 + warp_key0 + g, m0 + 2 * t, mask.min_diagonal(), mask.max_diagonal(), seq.seqlen_k,
-                          seq.seqlen_q};
-    uint32_t p16[Traits::kQNTiles / 2][4];
-    uint32_t ds16[Traits::kQNTiles / 2][4];
+    const StepFrame frame{n0 + warp_key0 + g, m0 + warp_query0 + 2 * t, mask.min_diagonal(), mask.max_diagonal(),
+                          seq.seqlen_k, seq.seqlen_q};
+    const Element* sQ_warp = sQ_step + warp_query0 * Traits::kQStride;  // this warp's S^T queries
+    const Element* sDO_warp = sDO_step + warp_query0 * Traits::kDOStride;
+    s_lse2 += warp_query0;
+    s_d += warp_query0;
+    uint32_t p16[Traits::kSNTiles / 2][4];
+    uint32_t ds16[Traits::kSNTiles / 2][4];
     if constexpr (!kScoreMod) {
       // S^T -> P^T first, so only its 16-bit form is live while dP^T accumulates.
-      float acc_s[Traits::kQNTiles][4];
+      float acc_s[Traits::kSNTiles][4];
       zero_accumulators(acc_s);
-      warp_gemm_nt<Traits::kHeadDimQK, Traits::kQNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
-                                                         Traits::kKStride, sQ_step, Traits::kQStride, lane);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
+                                                         Traits::kKStride, sQ_warp, Traits::kQStride, lane);
       if (full_tile) {
         probabilities<false>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
       } else {
         probabilities<true>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
       }
       pack_a_fragments(p16, acc_s, Element{});
-      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
-      float acc_dp[Traits::kQNTiles][4];
+      if constexpr (kSplit) {
+        store_a_fragments<Traits::kDSStride>(p16, sP + warp_key0 * Traits::kDSStride + warp_query0, g, t);
+      } else {
+        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+      }
+      float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
-      warp_gemm_nt<Traits::kHeadDimV, Traits::kQNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
-                                                        Traits::kVStride, sDO_step, Traits::kDOStride, lane);
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
+                                                        Traits::kVStride, sDO_warp, Traits::kDOStride, lane);
       if (full_tile) {
         score_grads<false>(ds16, p16, acc_dp, s_d, frame, t, Element{});
       } else {
@@ -295,29 +329,40 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     } else {
       // Softcap / ALiBi: the derivative needs the capped score, so S^T and dP^T are both live.
-      float acc_dp[Traits::kQNTiles][4];
+      float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
-      warp_gemm_nt<Traits::kHeadDimV, Traits::kQNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
-                                                        Traits::kVStride, sDO_step, Traits::kDOStride, lane);
-      float acc_s[Traits::kQNTiles][4];
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
+                                                        Traits::kVStride, sDO_warp, Traits::kDOStride, lane);
+      float acc_s[Traits::kSNTiles][4];
       zero_accumulators(acc_s);
-      warp_gemm_nt<Traits::kHeadDimQK, Traits::kQNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
-                                                         Traits::kKStride, sQ_step, Traits::kQStride, lane);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
+                                                         Traits::kKStride, sQ_warp, Traits::kQStride, lane);
       modified_score_grads(acc_s, acc_dp, s_lse2, s_d, transform, frame, t, full_tile);
       pack_a_fragments(p16, acc_s, Element{});
       pack_a_fragments(ds16, acc_dp, Element{});
-      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+      if constexpr (kSplit) {
+        store_a_fragments<Traits::kDSStride>(p16, sP + warp_key0 * Traits::kDSStride + warp_query0, g, t);
+      } else {
+        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+      }
     }
 
-    // dS^T to shared memory (for dQ), then dK += dS^T Q.
-#pragma unroll
-    for (int kk = 0; kk < Traits::kQNTiles / 2; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        *reinterpret_cast<uint32_t*>(sDS + (warp_key0 + g + 8 * (r & 1)) * Traits::kDSStride + kk * 16 +
-                                     8 * (r >> 1) + 2 * t) = ds16[kk][r];
-    warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDKNTiles>(acc_dk, ds16, sQ_step, Traits::kQStride, lane);
-    __syncthreads();  // dS^T complete
+    // dS^T to shared memory (for dQ; and for dK when the columns are split), dK += dS^T Q.
+    store_a_fragments<Traits::kDSStride>(ds16, sDS + warp_key0 * Traits::kDSStride + warp_query0, g, t);
+    if constexpr (kSplit) {
+      __syncthreads();  // P^T, dS^T complete
+      // This warp's columns of dV and dK, over all the step's queries (A fragments of its 16 keys).
+      uint32_t a16[Traits::kQNTiles / 2][4];
+      load_a_fragments<Traits::kDSStride>(a16, sP + warp_key0 * Traits::kDSStride, lane);
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, a16, sDO_step + dkv_part * Traits::kDVCols,
+                                                           Traits::kDOStride, lane);
+      load_a_fragments<Traits::kDSStride>(a16, sDS + warp_key0 * Traits::kDSStride, lane);
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDKNTiles>(acc_dk, a16, sQ_step + dkv_part * Traits::kDKCols,
+                                                           Traits::kQStride, lane);
+    } else {
+      warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDKNTiles>(acc_dk, ds16, sQ_step, Traits::kQStride, lane);
+      __syncthreads();  // dS^T complete
+    }
 
     // dQ[m0 + rows of this warp, its columns] += dS K over the block's keys.
     const int dq_row = (warp % Traits::kDqWarpsM) * 16;
@@ -356,15 +401,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Columns past a padded call's head dims are not its own (whole n8 tiles: head dims are
     // multiples of 8 there).
 #pragma unroll
-    for (int nt = 0; nt < Traits::kDKNTiles; ++nt)
-      if (nt * 8 < p.head_dim_qk)
-        *reinterpret_cast<uint32_t*>(dk + key * bp.dk_seq_stride + nt * 8 + 2 * t) =
+    for (int nt = 0; nt < Traits::kDKNTiles; ++nt) {
+      const int col = dkv_part * Traits::kDKCols + nt * 8;
+      if (col < p.head_dim_qk)
+        *reinterpret_cast<uint32_t*>(dk + key * bp.dk_seq_stride + col + 2 * t) =
             ptx::pack2(acc_dk[nt][2 * r] * scale, acc_dk[nt][2 * r + 1] * scale, Element{});
+    }
 #pragma unroll
-    for (int nt = 0; nt < Traits::kDVNTiles; ++nt)
-      if (nt * 8 < p.head_dim_v)
-        *reinterpret_cast<uint32_t*>(dv + key * bp.dv_seq_stride + nt * 8 + 2 * t) =
+    for (int nt = 0; nt < Traits::kDVNTiles; ++nt) {
+      const int col = dkv_part * Traits::kDVCols + nt * 8;
+      if (col < p.head_dim_v)
+        *reinterpret_cast<uint32_t*>(dv + key * bp.dv_seq_stride + col + 2 * t) =
             ptx::pack2(acc_dv[nt][2 * r], acc_dv[nt][2 * r + 1], Element{});
+    }
   }
 }
 

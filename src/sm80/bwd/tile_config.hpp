@@ -1,16 +1,22 @@
 // The sm80 backward's ONE tuning table and the compile-time facts derived from it.
 //
-// Work split (kernel.cuh): a CTA owns kBlockN = 16 * warps keys of one KV head and walks the query
-// blocks (kBlockM rows, every query head of the group) that see them. Warp w owns keys
-// [16 w, 16 w + 16) of the block: it computes S^T = K Q^T and dP^T = V dO^T for them (one m16 tile
-// of keys x kBlockM queries), and keeps dK, dV of its 16 keys in registers for the whole walk, so
-// P^T and dS^T go from the accumulators straight into the A operand of dV += P^T dO and
-// dK += dS^T Q. Only dS^T passes through shared memory, for dQ = dS K, whose (kBlockM x Dqk) tile
-// the warps split as kDqWarpsM x kDqWarpsN.
+// Work split (kernel.cuh): a CTA owns kBlockN keys of one KV head and walks the query blocks
+// (kBlockM rows, every query head of the group) that see them. Its warps form kColSplit groups of
+// kKeyWarps; warp w owns keys [16 (w % kKeyWarps), + 16) of the block and, of dK and dV, the
+// column part w / kKeyWarps (Dqk / kColSplit, Dv / kColSplit columns), which it keeps in registers
+// for the whole walk. kBlockN = 16 kKeyWarps.
+//   kColSplit 1 (head dims <= 128): a warp computes S^T = K Q^T and dP^T = V dO^T for its 16 keys x
+//     kBlockM queries, and P^T and dS^T go from the accumulators straight into the A operand of
+//     dV += P^T dO and dK += dS^T Q. Only dS^T passes through shared memory, for dQ = dS K.
+//   kColSplit 2 (head dims 129..256, whose whole dK and dV rows would take 16 (Dqk + Dv) / 32 > 160
+//     registers): the two warps of a key group split the step's queries for S^T and dP^T, write
+//     P^T and dS^T to shared memory, and after a barrier each reads the full 16 x kBlockM tiles
+//     back as A fragments for its column part of dV and dK (no GEMM is computed twice).
+// dQ = dS K: the (kBlockM x Dqk) tile is split among all warps as kDqWarpsM x kDqWarpsN.
 //
-// Registers per thread: dK + dV = 16 (Dqk + Dv) / 32 fp32 accumulators for the whole walk; per step
-// S^T, then P^T packed to 16 bits (kBlockM / 4), then dP^T (kBlockM / 4 fp32): at d128 with
-// kBlockM = 64, 128 + 16 + 32 at the peak.
+// Registers per thread: dK + dV = 16 (Dqk + Dv) / (32 kColSplit) fp32 accumulators for the whole
+// walk; per step S^T, then P^T packed to 16 bits, then dP^T (kBlockM / (4 kColSplit) fp32 each):
+// at d128 with kBlockM = 64, 128 + 16 + 32 at the peak; d256 128 + 64 (dQ's share).
 // Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
@@ -19,8 +25,9 @@
 namespace flashcore::sm80 {
 
 struct BwdTileShape {
-  int block_m = 0;  // query rows per step of the walk
-  int warps = 0;    // kBlockN = 16 * warps keys per CTA
+  int block_m = 0;    // query rows per step of the walk
+  int warps = 0;      // kBlockN = 16 * warps / col_split keys per CTA
+  int col_split = 1;  // column parts of dK, dV (warps per key group)
 };
 
 // Figures: H200, fp16, B4 H16 S4096 non-causal, TFLOPS, with SDPA's FlashAttention-2 backward in
@@ -33,7 +40,10 @@ constexpr BwdTileShape bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   if (d <= 64) return {128, 8};
   // d96 / d128: 64 rows (d128 227-232; 248-250 registers, no spill on sm_90a). 128 rows fit the
   // registers at d128 but not the shared memory (243 KB with two Q / dO stages).
-  return {64, 8};
+  if (d <= 128) return {64, 8};
+  // d192 / d256: 64 keys per CTA, dK and dV split in column halves (128 + 64 registers at d256).
+  // Shared memory with two Q / dO stages: 169 KB at d192, 217 KB at d256 (so not on an A100).
+  return {64, 8, 2};
 }
 
 // The shared workspace's row padding (backward/workspace.hpp), which query blocks must tile.
@@ -41,14 +51,14 @@ using backward::kBwdRowPad;
 
 constexpr int bwd_row_pad(int elem_bytes) { return 16 / elem_bytes; }  // 16 B per padded row
 
-// Bytes of dynamic shared memory: K, V (one tile), Q, dO (two stages), dS^T, log2 LSE and D (two
-// stages).
+// Bytes of dynamic shared memory: K, V (one tile), Q, dO (two stages), dS^T (and P^T when the
+// columns are split), log2 LSE and D (two stages).
 constexpr int bwd_smem_bytes(int head_dim_qk, int head_dim_v, BwdTileShape t, int elem_bytes) {
   const int pad = bwd_row_pad(elem_bytes);
-  const int block_n = 16 * t.warps;
+  const int block_n = 16 * t.warps / t.col_split;
   const int kv = block_n * (head_dim_qk + pad) + block_n * (head_dim_v + pad);
   const int q_do = 2 * t.block_m * (head_dim_qk + pad + head_dim_v + pad);
-  const int ds = block_n * (t.block_m + pad);
+  const int ds = (t.col_split > 1 ? 2 : 1) * block_n * (t.block_m + pad);
   return elem_bytes * (kv + q_do + ds) + 2 * 2 * t.block_m * 4;
 }
 constexpr int bwd_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes) {
@@ -66,10 +76,16 @@ struct BwdTraits {
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockN = 16 * kWarps;
-  static constexpr int kQNTiles = kBlockM / 8;   // n8 tiles of S^T / dP^T (queries) per warp
-  static constexpr int kDKNTiles = kHeadDimQK / 8;
-  static constexpr int kDVNTiles = kHeadDimV / 8;
+  static constexpr int kColSplit = kShape.col_split;
+  static constexpr int kKeyWarps = kWarps / kColSplit;  // warps per column part: 16 keys each
+  static constexpr int kBlockN = 16 * kKeyWarps;
+  static constexpr int kQNTiles = kBlockM / 8;               // n8 tiles (queries) of a step
+  static constexpr int kStepQueries = kBlockM / kColSplit;   // queries of a warp's S^T / dP^T
+  static constexpr int kSNTiles = kStepQueries / 8;          // their n8 tiles
+  static constexpr int kDKCols = kHeadDimQK / kColSplit;     // dK columns per warp
+  static constexpr int kDVCols = kHeadDimV / kColSplit;
+  static constexpr int kDKNTiles = kDKCols / 8;
+  static constexpr int kDVNTiles = kDVCols / 8;
   // dQ = dS K: the (kBlockM x Dqk) tile as kDqWarpsM x kDqWarpsN warp tiles of 16 rows.
   static constexpr int kDqWarpsM = kBlockM / 16;
   static constexpr int kDqWarpsN = kWarps / kDqWarpsM;
@@ -89,7 +105,8 @@ struct BwdTraits {
   static constexpr int kDOOffset = kQOffset + 2 * kQStageElems;
   static constexpr int kDOStageElems = kBlockM * kDOStride;
   static constexpr int kDSOffset = kDOOffset + 2 * kDOStageElems;
-  static constexpr int kElems16 = kDSOffset + kBlockN * kDSStride;
+  static constexpr int kPOffset = kDSOffset + kBlockN * kDSStride;  // P^T, kColSplit > 1 only
+  static constexpr int kElems16 = kPOffset + (kColSplit > 1 ? kBlockN * kDSStride : 0);
   static constexpr int kRowStatsOffsetBytes = kElems16 * kElemBytes;  // [stage][lse2 | D][kBlockM] floats
   static constexpr int kSmemBytes = kRowStatsOffsetBytes + 2 * 2 * kBlockM * 4;
 
@@ -99,6 +116,9 @@ struct BwdTraits {
   static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0, "dQ warp grid covers the tile");
   static_assert(kHeadDimQK % (8 * kDqWarpsN) == 0 && kDqNTiles % 2 == 0, "dQ columns are n16 pairs per warp");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
+  static_assert(kColSplit == 1 || kColSplit == 2, "dK, dV whole or in column halves");
+  static_assert(kWarps % kColSplit == 0 && kSNTiles % 2 == 0, "a warp's queries are whole k16 steps");
+  static_assert(kDKNTiles % 2 == 0 && kDVNTiles % 2 == 0, "dK, dV column parts are n16 pairs");
   static_assert(kRowStatsOffsetBytes % 16 == 0, "row statistics are 16-byte aligned for cp.async");
   static_assert(kBwdRowPad % kBlockM == 0, "query blocks tile the padded workspace rows");
 };
