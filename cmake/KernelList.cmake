@@ -55,3 +55,12 @@ flashcore_kernel(sm90 fwd 192 128 fp16 bf16)
 flashcore_kernel(sm90 fwd 80 80 fp16 bf16)
 flashcore_kernel(sm90 fwd 160 160 fp16 bf16)
 flashcore_kernel(sm90 fwd 256 256 fp16 bf16)
+
+# sm90 wide forward (head dims above 256; src/sm90/wide, FLASHCORE_BUILD_SM90_WIDE): (Q/K tile, O
+# columns per CTA). A call runs on a tile with Dqk >= its own and Dv in parts of the tile's (each part
+# computes S again), the least work per query block (src/sm90/wide/launch.cu): 320/320 -> 384/384,
+# 576/512 (MLA) on its own tile, 768/768 -> 1024 with two parts of 512, 1024/1024 the same.
+flashcore_kernel(sm90 wide 384 384 fp16 bf16)
+flashcore_kernel(sm90 wide 512 512 fp16 bf16)
+flashcore_kernel(sm90 wide 576 512 fp16 bf16)
+flashcore_kernel(sm90 wide 1024 512 fp16 bf16)

@@ -4,7 +4,8 @@
 # summary table last. Full logs go to $OUT (or ./device-out).
 #
 #   scripts/device-check.sh [--bench standard|quick|none] [--sanitize-filter GTEST_FILTER]
-#                           [--python | --python-only] [--compare quick|standard|backward|decode|headdims]
+#                           [--python | --python-only]
+#                           [--compare quick|standard|backward|decode|headdims|wide|backward-headdims]
 #                           [--softmax]
 #                           [--no-pytest] [--reuse-install]
 #
@@ -15,7 +16,9 @@
 # --compare decode runs tools/bench/decode_compare.py (the decode suite: flashcore's KV-cache call,
 # dense and paged, vs SDPA's cuDNN backend, in CUDA graphs);
 # --compare headdims runs its head-dim suite (d40/80/160 and the padding proxies d64/96/192 vs SDPA's
-# FlashAttention-2, cuDNN and memory-efficient backends).
+# FlashAttention-2, cuDNN and memory-efficient backends); --compare wide the sm90 wide forward (head
+# dims 384..1024 vs SDPA's memory-efficient backend); --compare backward-headdims the d192 / d256
+# backward (the sm80 backward vs SDPA's FlashAttention-2, cuDNN and memory-efficient backwards).
 #
 # --no-pytest skips the Python tests; --reuse-install skips `pip install` when flashcore already
 # imports (a warm machine from the previous call of the same commit), to fit the comparison in one call.
@@ -31,13 +34,13 @@ OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 BENCH=standard
 # Sanitizers run on a representative subset of each suite (they slow kernels 10-100x): every
-# naive-reference and device-validation test, the sm80 backward's sanitizer case (every feature at d64
-# and d128, fp16, both dQ modes), the sm80 sanitizer case (every feature, small
+# naive-reference and device-validation test, the sm80 backward's sanitizer case (every feature at d64,
+# d128 and d256, fp16, both dQ modes), the sm90 wide kernels' own tiles (every feature), the sm80 sanitizer case (every feature, small
 # shapes, fp32 and Dqk != Dv included; fp32 d192/d256 as two half-V launches), the sm90 varlen sanitizer cases, sm90 sweep cases with tails (Sq 65/Sk 300 causal, Sq 7/Sk 1, all head dims and dtypes),
 # the mask-free main loop of calls whose rows see every key over eight KV blocks (Sq = Sk = 1023, non-causal),
 # the long and short tile shapes (cases forced through flashcore::ForwardOverrides), NaN rows on both fused paths,
 # and the softmax ladder's correctness sweep.
-SAN_FILTER='NaiveGpu.*:NaiveGpuBackward.*:Sm80BackwardSanitizer.*:Sm90BackwardSanitizer.*:NanRows.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Fp32SplitV.*:Sm80Supports.*:Sm90Supports.*:Sm90Sanitizer.*:All/Sm90Sweep.*Sq65_*:All/Sm90Sweep.*Sq7_*:All/Sm90Sweep.*Sq1023_Sk1023_x1:All/Sm90Sweep.*_long_on:All/Sm90Sweep.*_short_o*:Softmax/SoftmaxVariantTest.MatchesFp64*:SoftmaxGpu.*-*Large*:SoftmaxGpu.OneVeryLong*'
+SAN_FILTER='Sm90Wide.TilesMatch*:NaiveGpu.*:NaiveGpuBackward.*:Sm80BackwardSanitizer.*:Sm90BackwardSanitizer.*:NanRows.*:ValidationDevice.*:Sm80Sanitizer.*:Sm80Fp32SplitV.*:Sm80Supports.*:Sm90Supports.*:Sm90Sanitizer.*:All/Sm90Sweep.*Sq65_*:All/Sm90Sweep.*Sq7_*:All/Sm90Sweep.*Sq1023_Sk1023_x1:All/Sm90Sweep.*_long_on:All/Sm90Sweep.*_short_o*:Softmax/SoftmaxVariantTest.MatchesFp64*:SoftmaxGpu.*-*Large*:SoftmaxGpu.OneVeryLong*'
 PYTHON=0
 CPP=1
 COMPARE=none
@@ -98,7 +101,8 @@ GPU_TESTS=$BUILD/tests/flashcore_gpu_tests
 if [ -x "$GPU_TESTS" ]; then
   for tool in memcheck racecheck; do
     t2=$(date +%s)
-    timeout 180 compute-sanitizer --tool $tool --error-exitcode 99 "$GPU_TESTS" --gtest_filter="$SAN_FILTER" \
+    limit=180; [ $tool = racecheck ] && limit=300  # racecheck runs the same tests 3-5x slower
+    timeout $limit compute-sanitizer --tool $tool --error-exitcode 99 "$GPU_TESTS" --gtest_filter="$SAN_FILTER" \
       > "$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
     errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)
@@ -156,6 +160,8 @@ if [ $PYTHON = 1 ]; then
       [ "$COMPARE" = decode ] && { script=tools/bench/decode_compare.py; flag="${DECODE_ARGS:-}"; }
       [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd,fwd+bwd --impls flashcore-sm90,flashcore-sm90-det,flashcore-sm80,sdpa-flash,sdpa-cudnn"
       [ "$COMPARE" = headdims ] && flag="--headdim-suite --impls flashcore-sm90,sdpa-flash,sdpa-cudnn,sdpa-efficient"
+      [ "$COMPARE" = wide ] && flag="--wide-suite --impls flashcore-sm90,sdpa-efficient"
+      [ "$COMPARE" = backward-headdims ] && flag="--backward-headdim-suite --pass bwd --impls flashcore-sm80,sdpa-flash,sdpa-cudnn,sdpa-efficient"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
       # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".

@@ -187,6 +187,36 @@ def headdim_suite() -> List[Config]:
     return suite
 
 
+def wide_suite() -> List[Config]:
+    """The large-head-dim forward report (--wide-suite; the sm90 wide kernels, head dims above 256):
+    512/512 at B1 H48 S16k, fp16 and bf16, causal or not; 384/384, MLA's 576/512 and 1024/1024 (two
+    Dv parts of 512) in bf16. SDPA's memory-efficient backend is the only peer that takes them."""
+    suite = []
+    for dtype in ("fp16", "bf16"):
+        for causal in (False, True):
+            suite.append(Config(f"d512-{dtype}{'-causal' if causal else ''}", B=1, Sq=16384, Sk=16384, Hq=48,
+                                Hkv=48, Dqk=512, Dv=512, dtype=dtype, causal=causal))
+    for dqk, dv in ((384, 384), (576, 512), (1024, 1024)):
+        for causal in (False, True):
+            suite.append(Config(f"d{dqk}x{dv}-bf16{'-causal' if causal else ''}", B=1, Sq=16384, Sk=16384, Hq=48,
+                                Hkv=48, Dqk=dqk, Dv=dv, dtype="bf16", causal=causal))
+    return suite
+
+
+def backward_headdim_suite() -> List[Config]:
+    """The backward of head dims above 128 (--backward-headdim-suite; the sm80 backward's d192 and
+    d256 kernels, which the sm90 backward does not take yet): B4 H16 at S 4k and 8k, fp16 and bf16,
+    causal or not."""
+    suite = []
+    for d in (192, 256):
+        for dtype in ("fp16", "bf16"):
+            for causal in (False, True):
+                for s in (4096, 8192):
+                    suite.append(Config(f"d{d}-{dtype}{'-causal' if causal else ''}", B=4, Sq=s, Sk=s, Hq=16,
+                                        Hkv=16, Dqk=d, Dv=d, dtype=dtype, causal=causal))
+    return suite
+
+
 def quick_suite() -> List[Config]:
     suite = []
     for causal in (False, True):
@@ -919,6 +949,10 @@ def main(argv=None) -> int:
                         help="the backward report's configurations (backward_suite) instead of the standard suite")
     parser.add_argument("--headdim-suite", action="store_true",
                         help="the head-dim report's configurations (headdim_suite) instead of the standard suite")
+    parser.add_argument("--wide-suite", action="store_true",
+                        help="the large-head-dim forward's configurations (wide_suite) instead of the standard suite")
+    parser.add_argument("--backward-headdim-suite", action="store_true",
+                        help="the d192 / d256 backward's configurations (backward_headdim_suite)")
     parser.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
                         help="no measuring: combine these report.json files (e.g. one per device call, each "
                              "a subset of families) into one report in --out")
@@ -948,6 +982,7 @@ def main(argv=None) -> int:
     if args.iters < 30:
         print(f"compare: --iters {args.iters} is below the protocol's 30", file=sys.stderr)
     configs = (backward_suite() if args.backward_suite else headdim_suite() if args.headdim_suite
+               else wide_suite() if args.wide_suite else backward_headdim_suite() if args.backward_headdim_suite
                else quick_suite() if args.quick else standard_suite())
     if args.family:
         configs = [c for c in configs if c.family in args.family]
