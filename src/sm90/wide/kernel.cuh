@@ -24,6 +24,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
@@ -73,8 +74,7 @@ struct WideTraits {
   static constexpr int kBlockM = 64, kBlockN = 64;
   static constexpr int kQkChunks = kDqk / 64;            // 64-column chunks of Q and K
   static constexpr int kVChunks = kDv / 64;              // of V and O
-  static constexpr int kQkOwnMax = (kQkChunks + 1) / 2;  // warpgroup 0's share (1's: one fewer when odd)
-  static constexpr int kVOwnMax = (kVChunks + 1) / 2;
+  static constexpr int kVOwnMax = (kVChunks + 1) / 2;  // warpgroup 0's V chunks (1's: one fewer when odd)
   static constexpr uint32_t kChunkBytes = 64 * 64 * 2;
   static constexpr size_t kExchangeBytes = 2 * 32 * 128 * 4;
   // As many ring slots as fit beside Q and the S exchange (and barriers, alignment), at most 12.
@@ -215,145 +215,171 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
 
   ptx::setmaxnreg_inc<Traits::kConsumerRegs>();
-  const int wg = warpgroup - 1;  // 0 or 1: owns the chunks c with c % 2 == wg
-  const int qk_own = (kQkChunks + 1 - wg) / 2, v_own = (kVChunks + 1 - wg) / 2;
-  const int thread_in_wg = threadIdx.x - 128 * warpgroup;
-  const int g = lane / 4, t = lane % 4;
-  const int my_row0 = row0 + 16 * warp + g;  // this thread's local row 0; row 1 is 8 further
+  // The consumer body is compiled once per warpgroup (kWg), so its chunk counts are constants:
+  // wgmma sequences under runtime conditions, or with barrier waits between their instructions,
+  // are serialized by ptxas (C7520). Each group of wgmmas therefore waits for all its chunks first,
+  // except the K chunks of a tile longer than the ring, which stream (a chunk's slot released one
+  // wgmma group behind the issue; those do serialize).
+  auto consume = [&](auto wg_constant) {
+    constexpr int kWg = decltype(wg_constant)::value;  // owns the chunks c with c % 2 == kWg
+    constexpr int kQkOwn = (kQkChunks + 1 - kWg) / 2, kVOwn = (kVChunks + 1 - kWg) / 2;
+    constexpr bool kStreamK = kQkChunks > kSlots;
+    const int thread_in_wg = threadIdx.x - 128 * (kWg + 1);
+    const int g = lane / 4, t = lane % 4;
+    const int my_row0 = row0 + 16 * warp + g;  // this thread's local row 0; row 1 is 8 further
 
-  float o[Traits::kVOwnMax][32];
+    float o[kVOwn][32];
 #pragma unroll
-  for (int j = 0; j < Traits::kVOwnMax; ++j)
+    for (int j = 0; j < kVOwn; ++j)
 #pragma unroll
-    for (int i = 0; i < 32; ++i) o[j][i] = 0.0f;
-  float row_max_log2[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+      for (int i = 0; i < 32; ++i) o[j][i] = 0.0f;
+    float row_max_log2[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  if (n_last >= n_first) {
-    ptx::mbarrier_wait(&smem.q_full, 0);
-    SlotCursor<kSlots> cursor;  // at the first chunk of the current block
+    if (n_last >= n_first) {
+      ptx::mbarrier_wait(&smem.q_full, 0);
+      SlotCursor<kSlots> cursor;  // at the first chunk of the current block
 #pragma unroll 1
-    for (int n = n_first; n <= n_last; ++n) {
-      // ---- partial S over this warpgroup's Q/K chunks (c = wg, wg + 2, ...) -------------------------
-      float s[32];
-      SlotCursor<kSlots> k_at = cursor;
-      k_at.advance(wg);
-      // Each chunk's slot is released as soon as its wgmma group has completed (one group behind
-      // the issue), so a block's K may be longer than the ring (the 1024 tile: 16 chunks, 8 slots).
-      SlotCursor<kSlots> release_at = k_at;
+      for (int n = n_first; n <= n_last; ++n) {
+        // ---- partial S over this warpgroup's Q/K chunks (c = kWg, kWg + 2, ...) ----------------------
+        float s[32];
+        SlotCursor<kSlots> k_at = cursor;
+        k_at.advance(kWg);
+        if constexpr (kStreamK) {
+          SlotCursor<kSlots> release_at = k_at;
 #pragma unroll
-      for (int j = 0; j < Traits::kQkOwnMax; ++j) {
-        if (j < qk_own) {
-          ptx::mbarrier_wait(&smem.slot_full[k_at.slot], k_at.phase);
-          ptx::wgmma_fence();  // after the wait: its loop is a divergent path for ptxas
-          gemm_chunk_ss<Traits::kWgmmaType>(s, ptx::smem_addr(smem.q[2 * j + wg]), ptx::smem_addr(smem.ring[k_at.slot]),
-                                            j > 0);
-          ptx::wgmma_commit();
-          k_at.advance(2);
-          if (j > 0) {
-            ptx::wgmma_wait<1>();
-            if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
-            release_at.advance(2);
+          for (int j = 0; j < kQkOwn; ++j) {
+            ptx::mbarrier_wait(&smem.slot_full[k_at.slot], k_at.phase);
+            ptx::wgmma_fence();
+            gemm_chunk_ss<Traits::kWgmmaType>(s, ptx::smem_addr(smem.q[2 * j + kWg]),
+                                              ptx::smem_addr(smem.ring[k_at.slot]), j > 0);
+            ptx::wgmma_commit();
+            k_at.advance(2);
+            if (j > 0) {
+              ptx::wgmma_wait<1>();
+              if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
+              release_at.advance(2);
+            }
           }
-        }
-      }
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers<32>(s);
-      if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
-      // ---- the two partials summed (both warpgroups hold the whole S afterwards) -------------------
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers<32>(s);
+          if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
+        } else {
+          SlotCursor<kSlots> at = k_at;
 #pragma unroll
-      for (int i = 0; i < 32; ++i) smem.s_partial[wg][i][thread_in_wg] = s[i];
-      ptx::named_barrier_sync(Traits::kExchangeBarrier, 256);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] += smem.s_partial[1 - wg][i][thread_in_wg];
-      ptx::named_barrier_sync(Traits::kExchangeBarrier, 256);  // both read before the next block's writes
-
-      // ---- score transform, mask, online softmax ----------------------------------------------------
-      if (params.has_softcap) apply_softcap<32>(s, params.softcap);
-      if (!mask.tile_fully_visible(row0, row0 + 63, n * 64, n * 64 + 63)) {
-        apply_mask<32>(s, mask, my_row0, n * 64 + 2 * t);
-      }
-      float block_max[2];
-      thread_row_max<32>(s, block_max);
-      float use_max[2], factor[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = attn::quad_max(block_max[r]) * params.scale_log2;
-        const float new_max = fmaxf(row_max_log2[r], m);
-        factor[r] = row_max_log2[r] == -INFINITY ? 0.0f : ptx::exp2_approx(row_max_log2[r] - new_max);
-        row_max_log2[r] = new_max;
-        row_sum[r] *= factor[r];
-        use_max[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row with no visible key so far: p = 0
-      }
-#pragma unroll
-      for (int j = 0; j < Traits::kVOwnMax; ++j) scale_rows<32>(o[j], factor);
-      exp2_rows<32>(s, params.scale_log2, use_max, row_sum);
-      uint32_t p[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) p[i] = ElementTraits<Element>::pack(s[2 * i], s[2 * i + 1]);
-
-      // ---- O (this warpgroup's chunks) += P V ---------------------------------------------------------
-      SlotCursor<kSlots> v_at = cursor;
-      v_at.advance(kQkChunks + wg);
-#pragma unroll
-      for (int j = 0; j < Traits::kVOwnMax; ++j) {
-        if (j < v_own) {
-          ptx::mbarrier_wait(&smem.slot_full[v_at.slot], v_at.phase);
+          for (int j = 0; j < kQkOwn; ++j, at.advance(2)) ptx::mbarrier_wait(&smem.slot_full[at.slot], at.phase);
           ptx::wgmma_fence();
-          gemm_rs_accumulate<64, 64, Traits::kWgmmaType>(o[j], p, ptx::smem_addr(smem.ring[v_at.slot]));
-          v_at.advance(2);
+#pragma unroll
+          for (int j = 0; j < kQkOwn; ++j, k_at.advance(2)) {
+            gemm_chunk_ss<Traits::kWgmmaType>(s, ptx::smem_addr(smem.q[2 * j + kWg]),
+                                              ptx::smem_addr(smem.ring[k_at.slot]), j > 0);
+          }
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          ptx::fence_registers<32>(s);
+          at = cursor;
+          at.advance(kWg);
+#pragma unroll
+          for (int j = 0; j < kQkOwn; ++j, at.advance(2)) {
+            if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[at.slot]);
+          }
         }
+        // ---- the two partials summed (both warpgroups hold the whole S afterwards) -----------------
+#pragma unroll
+        for (int i = 0; i < 32; ++i) smem.s_partial[kWg][i][thread_in_wg] = s[i];
+        ptx::named_barrier_sync(Traits::kExchangeBarrier, 256);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] += smem.s_partial[1 - kWg][i][thread_in_wg];
+        ptx::named_barrier_sync(Traits::kExchangeBarrier, 256);  // both read before the next block's writes
+
+        // ---- score transform, mask, online softmax --------------------------------------------------
+        if (params.has_softcap) apply_softcap<32>(s, params.softcap);
+        if (!mask.tile_fully_visible(row0, row0 + 63, n * 64, n * 64 + 63)) {
+          apply_mask<32>(s, mask, my_row0, n * 64 + 2 * t);
+        }
+        float block_max[2];
+        thread_row_max<32>(s, block_max);
+        float use_max[2], factor[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float m = attn::quad_max(block_max[r]) * params.scale_log2;
+          const float new_max = fmaxf(row_max_log2[r], m);
+          factor[r] = row_max_log2[r] == -INFINITY ? 0.0f : ptx::exp2_approx(row_max_log2[r] - new_max);
+          row_max_log2[r] = new_max;
+          row_sum[r] *= factor[r];
+          use_max[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row with no visible key so far: p = 0
+        }
+#pragma unroll
+        for (int j = 0; j < kVOwn; ++j) scale_rows<32>(o[j], factor);
+        exp2_rows<32>(s, params.scale_log2, use_max, row_sum);
+        uint32_t p[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) p[i] = ElementTraits<Element>::pack(s[2 * i], s[2 * i + 1]);
+
+        // ---- O (this warpgroup's chunks) += P V (a block's V chunks fit the ring) --------------------
+        SlotCursor<kSlots> v_at = cursor;
+        v_at.advance(kQkChunks + kWg);
+        {
+          SlotCursor<kSlots> at = v_at;
+#pragma unroll
+          for (int j = 0; j < kVOwn; ++j, at.advance(2)) ptx::mbarrier_wait(&smem.slot_full[at.slot], at.phase);
+        }
+        ptx::wgmma_fence();
+        {
+          SlotCursor<kSlots> at = v_at;
+#pragma unroll
+          for (int j = 0; j < kVOwn; ++j, at.advance(2)) {
+            gemm_rs_accumulate<64, 64, Traits::kWgmmaType>(o[j], p, ptx::smem_addr(smem.ring[at.slot]));
+          }
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+#pragma unroll
+        for (int j = 0; j < kVOwn; ++j) ptx::fence_registers<32>(o[j]);
+#pragma unroll
+        for (int j = 0; j < kVOwn; ++j, v_at.advance(2)) {
+          if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[v_at.slot]);
+        }
+        cursor.advance(kQkChunks + kVChunks);
       }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
+    }
+    // ---- epilogue: O / l in the element type, LSE (natural log; -inf for a row that saw no key) -------
+    float inv_sum[2], lse[2];
 #pragma unroll
-      for (int j = 0; j < Traits::kVOwnMax; ++j) ptx::fence_registers<32>(o[j]);
-      {
-        SlotCursor<kSlots> r = cursor;
-        r.advance(kQkChunks + wg);
+    for (int r = 0; r < 2; ++r) {
+      const float sum = attn::quad_sum(row_sum[r]);
+      inv_sum[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      lse[r] = sum > 0.0f ? (row_max_log2[r] + __log2f(sum)) * attn::kLn2 : -INFINITY;
+    }
 #pragma unroll
-        for (int j = 0; j < Traits::kVOwnMax; ++j) {
-          if (j < v_own) {
-            if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[r.slot]);
-            r.advance(2);
+    for (int r = 0; r < 2; ++r) {
+      const int row = my_row0 + 8 * r;
+      if (row >= seq.seqlen_q) continue;
+      uint16_t* o_row = static_cast<uint16_t*>(params.o) +
+                        attn::token_offset(packed, params.o_batch_stride, params.o_seq_stride, params.o_head_stride,
+                                           batch, seq.q_start + row, head);
+#pragma unroll
+      for (int j = 0; j < kVOwn; ++j) {
+        const int chunk_col = v_col0 + 64 * (2 * j + kWg);
+        if (chunk_col >= params.head_dim_v) continue;
+#pragma unroll
+        for (int i = 2 * r; i < 32; i += 4) {
+          const int col = chunk_col + acc_col(i, t);  // even; head dims are multiples of 8
+          if (col < params.head_dim_v) {
+            *reinterpret_cast<uint32_t*>(o_row + col) =
+                ElementTraits<Element>::pack(o[j][i] * inv_sum[r], o[j][i + 1] * inv_sum[r]);
           }
         }
       }
-      cursor.advance(kQkChunks + kVChunks);
-    }
-  }
-
-  // ---- epilogue: O / l in the element type, LSE (natural log; -inf for a row that saw no key) -------
-  float inv_sum[2], lse[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = attn::quad_sum(row_sum[r]);
-    inv_sum[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
-    lse[r] = sum > 0.0f ? (row_max_log2[r] + __log2f(sum)) * attn::kLn2 : -INFINITY;
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = my_row0 + 8 * r;
-    if (row >= seq.seqlen_q) continue;
-    uint16_t* o_row = static_cast<uint16_t*>(params.o) +
-                      attn::token_offset(packed, params.o_batch_stride, params.o_seq_stride, params.o_head_stride,
-                                         batch, seq.q_start + row, head);
-#pragma unroll
-    for (int j = 0; j < Traits::kVOwnMax; ++j) {
-      const int chunk_col = v_col0 + 64 * (2 * j + wg);
-      if (j >= v_own || chunk_col >= params.head_dim_v) continue;
-#pragma unroll
-      for (int i = 2 * r; i < 32; i += 4) {
-        const int col = chunk_col + acc_col(i, t);  // even; head dims are multiples of 8
-        if (col < params.head_dim_v) {
-          *reinterpret_cast<uint32_t*>(o_row + col) =
-              ElementTraits<Element>::pack(o[j][i] * inv_sum[r], o[j][i + 1] * inv_sum[r]);
-        }
+      if (dv_part == 0 && kWg == 0 && t == 0 && params.lse != nullptr) {
+        const int64_t lse_batch = packed ? 0 : int64_t(batch) * params.lse_batch_stride;
+        params.lse[lse_batch + int64_t(head) * params.lse_head_stride + seq.q_start + row] = lse[r];
       }
     }
-    if (dv_part == 0 && wg == 0 && t == 0 && params.lse != nullptr) {
-      const int64_t lse_batch = packed ? 0 : int64_t(batch) * params.lse_batch_stride;
-      params.lse[lse_batch + int64_t(head) * params.lse_head_stride + seq.q_start + row] = lse[r];
-    }
+  };
+  if (warpgroup == 1) {
+    consume(std::integral_constant<int, 0>{});
+  } else {
+    consume(std::integral_constant<int, 1>{});
   }
 }
 
