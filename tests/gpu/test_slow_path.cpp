@@ -121,13 +121,14 @@ TEST(SlowPath, SmallMisalignedCallsRunNaiveWithoutWarningEvenInStrictMode) {
   EXPECT_EQ(g_warnings.load(), 0) << g_last_warning;
 }
 
-// Head dim 264: above every fused kernel. Strict: Unsupported, naming strict mode and the paths'
-// reasons, with every output element still poisoned. Warn: runs (and matches the reference), the
-// handler hears once for two identical calls. path = naive: neither.
+// fp32 head dim 264: no fused kernel takes it (the sm80 path's fp32 stops at 256, the sm90 path has no
+// fp32). Strict: Unsupported, naming strict mode and the paths' reasons, with every output element
+// still poisoned. Warn: runs (and matches the reference), the handler hears once for two identical
+// calls. path = naive: neither.
 TEST(SlowPath, StrictRefusesTheNaiveFallbackWarnRunsItAndWarnsOnce) {
   FC_REQUIRE_SM(80);
   TestCase tc;
-  tc.head_dim_qk = tc.head_dim_v = 264, tc.dtype = DType::kBFloat16;
+  tc.head_dim_qk = tc.head_dim_v = 264, tc.dtype = DType::kFloat32;
   tc.batch = 1, tc.seqlen_q = 33, tc.seqlen_k = 65, tc.heads_q = 2, tc.heads_kv = 1, tc.seed = 9;
   {
     PolicyScope strict(SlowPathPolicy::kError);
