@@ -238,11 +238,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     float row_max_log2[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
     // ---- the pieces of one KV block (`at`: the cursor at the block's first chunk) --------------------
-    // Partial S over this warpgroup's Q/K chunks (c = kWg, kWg + 2, ...): waits for all of them, then
-    // issues and commits (no wait).
-    auto issue_s = [&](float* s, SlotCursor<kSlots> at) {
+    // Partial S over this warpgroup's Q/K chunks (c = kWg, kWg + 2, ...): waits for all of them,
+    // issues, waits for the GEMMs and releases the chunks.
+    auto compute_s = [&](float* s, SlotCursor<kSlots> at) {
       at.advance(kWg);
-      SlotCursor<kSlots> k_at = at;
+      SlotCursor<kSlots> k_at = at, release_at = at;
 #pragma unroll
       for (int j = 0; j < kQkOwn; ++j, at.advance(2)) ptx::mbarrier_wait(&smem.slot_full[at.slot], at.phase);
       ptx::wgmma_fence();
@@ -252,6 +252,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                           j > 0);
       }
       ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers<32>(s);
+#pragma unroll
+      for (int j = 0; j < kQkOwn; ++j, release_at.advance(2)) {
+        if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
+      }
     };
     // The same, each chunk's slot released one wgmma group behind the issue (a K longer than the
     // ring: the 1024 tile); returns with S complete.
@@ -275,13 +281,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::wgmma_wait<0>();
       ptx::fence_registers<32>(s);
       if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
-    };
-    auto release_k = [&](SlotCursor<kSlots> at) {
-      at.advance(kWg);
-#pragma unroll
-      for (int j = 0; j < kQkOwn; ++j, at.advance(2)) {
-        if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[at.slot]);
-      }
     };
     // The two partials summed: both warpgroups hold the whole S afterwards.
     auto exchange = [&](float* s) {
@@ -317,10 +316,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       for (int i = 0; i < 16; ++i) p[i] = ElementTraits<Element>::pack(s[2 * i], s[2 * i + 1]);
     };
     // O (this warpgroup's chunks) += P V: waits for all its V chunks (a block's V fits the ring),
-    // issues and commits.
-    auto issue_pv = [&](const uint32_t* p, SlotCursor<kSlots> at) {
+    // issues, waits for the GEMMs and releases the chunks.
+    auto accumulate_pv = [&](const uint32_t* p, SlotCursor<kSlots> at) {
       at.advance(kQkChunks + kWg);
-      SlotCursor<kSlots> v_at = at;
+      SlotCursor<kSlots> v_at = at, release_at = at;
 #pragma unroll
       for (int j = 0; j < kVOwn; ++j, at.advance(2)) ptx::mbarrier_wait(&smem.slot_full[at.slot], at.phase);
       ptx::wgmma_fence();
@@ -329,12 +328,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         gemm_rs_accumulate<64, 64, Traits::kWgmmaType>(o[j], p, ptx::smem_addr(smem.ring[v_at.slot]));
       }
       ptx::wgmma_commit();
-    };
-    auto release_v = [&](SlotCursor<kSlots> at) {
-      at.advance(kQkChunks + kWg);
+      ptx::wgmma_wait<0>();
 #pragma unroll
-      for (int j = 0; j < kVOwn; ++j, at.advance(2)) {
-        if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[at.slot]);
+      for (int j = 0; j < kVOwn; ++j) ptx::fence_registers<32>(o[j]);
+#pragma unroll
+      for (int j = 0; j < kVOwn; ++j, release_at.advance(2)) {
+        if (lane == 0) ptx::mbarrier_arrive(&smem.slot_empty[release_at.slot]);
       }
     };
 
@@ -347,19 +346,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if constexpr (kStreamK) {
           stream_s(s, cursor);
         } else {
-          issue_s(s, cursor);
-          ptx::wgmma_wait<0>();
-          ptx::fence_registers<32>(s);
-          release_k(cursor);
+          compute_s(s, cursor);
         }
         exchange(s);
         uint32_t p[16];
         softmax_to_p(s, n, p);
-        issue_pv(p, cursor);
-        ptx::wgmma_wait<0>();
-#pragma unroll
-        for (int j = 0; j < kVOwn; ++j) ptx::fence_registers<32>(o[j]);
-        release_v(cursor);
+        accumulate_pv(p, cursor);
         cursor.advance(kQkChunks + kVChunks);
       }
     }
