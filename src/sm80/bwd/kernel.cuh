@@ -158,24 +158,6 @@ FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTile
   }
 }
 
-// Stores packed A fragments (16 rows x 16 kKSteps columns, the pack_a_fragments layout) to a
-// row-major shared tile whose row 0, column 0 is `tile`; load_a_fragments reads them back (ldmatrix).
-template <int kStride, int kKSteps, typename Element>
-FC_DEVICE void store_a_fragments(const uint32_t (&a)[kKSteps][4], Element* tile, int g, int t) {
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      *reinterpret_cast<uint32_t*>(tile + (g + 8 * (r & 1)) * kStride + kk * 16 + 8 * (r >> 1) + 2 * t) = a[kk][r];
-}
-
-template <int kStride, int kKSteps, typename Element>
-FC_DEVICE void load_a_fragments(uint32_t (&a)[kKSteps][4], const Element* tile, int lane) {
-  const uint32_t a_lane = ptx::smem_address(tile + (lane & 15) * kStride + 8 * (lane >> 4));
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) ptx::ldmatrix_x4(a[kk], a_lane + kk * 16 * uint32_t(sizeof(Element)));
-}
-
 template <class Traits, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     attention_bwd_kernel(const BackwardParams bp, const BwdWorkspace ws) {
@@ -270,7 +252,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // This warp's keys inside the block, its column part of dK / dV and the first query of its S^T.
   const int warp_key0 = (warp % Traits::kKeyWarps) * 16;
-  const int dkv_part = Traits::kColSplit > 1 ? warp / Traits::kKeyWarps : 0;  // a constant 0 when not split
+  constexpr bool kSplit = Traits::kColSplit > 1;
+  const int dkv_part = kSplit ? warp / Traits::kKeyWarps : 0;  // a constant 0 when not split
   const int warp_query0 = dkv_part * Traits::kStepQueries;
 #pragma unroll 1
   for (int step = 0, stage = 0; step < steps; ++step, stage ^= 1) {
@@ -284,9 +267,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int m0 = (m_begin + step % m_count) * kBlockM;
     const Element* sQ_step = sQ + stage * Traits::kQStageElems;
     const Element* sDO_step = sDO + stage * Traits::kDOStageElems;
-    const float* s_lse2 = sStats + 2 * stage * kBlockM;
+    const float* s_lse2 = sStats + 2 * stage * kBlockM + warp_query0;  // this warp's queries' lse2, then D
     const float* s_d = s_lse2 + kBlockM;
-    constexpr bool kSplit = Traits::kColSplit > 1;
 
     // P^T and dS^T (softcap derivative included; the softmax scale is applied to dK and dQ at the
     // end) as packed 16-bit A fragments.
@@ -297,8 +279,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                           seq.seqlen_k, seq.seqlen_q};
     const Element* sQ_warp = sQ_step + warp_query0 * Traits::kQStride;  // this warp's S^T queries
     const Element* sDO_warp = sDO_step + warp_query0 * Traits::kDOStride;
-    s_lse2 += warp_query0;
-    s_d += warp_query0;
     uint32_t p16[Traits::kSNTiles / 2][4];
     uint32_t ds16[Traits::kSNTiles / 2][4];
     if constexpr (!kScoreMod) {

@@ -325,6 +325,25 @@ FC_DEVICE void pack_a_fragments(uint32_t (&a)[kPTiles / 2][4], const float (&c)[
     }
 }
 
+// pack_a_fragments' A fragments (16 rows x 16 kKSteps columns) to a row-major shared tile whose row
+// 0, column 0 is `tile`, and back (ldmatrix, warp_gemm_nt's A addressing): A operands that one warp
+// computes and others multiply.
+template <int kStride, int kKSteps, typename Element>
+FC_DEVICE void store_a_fragments(const uint32_t (&a)[kKSteps][4], Element* tile, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      *reinterpret_cast<uint32_t*>(tile + (g + 8 * (r & 1)) * kStride + kk * 16 + 8 * (r >> 1) + 2 * t) = a[kk][r];
+}
+
+template <int kStride, int kKSteps, typename Element>
+FC_DEVICE void load_a_fragments(uint32_t (&a)[kKSteps][4], const Element* tile, int lane) {
+  const uint32_t a_lane = ptx::smem_address(tile + (lane & 15) * kStride + 8 * (lane >> 4));
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) ptx::ldmatrix_x4(a[kk], a_lane + kk * 16 * uint32_t(sizeof(Element)));
+}
+
 template <int kKSteps, int kNTiles, typename Element>
 FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKSteps][4], const Element* b,
                             int b_stride, int lane) {
