@@ -17,7 +17,8 @@ namespace detail {
 namespace {
 
 // Dispatch order: fastest first. The decode path takes only what it is fastest at (few query rows
-// per KV head, or K/V only it reads: paged, batch-indexed, left-padded); see its supports().
+// per KV head, or K/V layouts the others do not read: batch-indexed, left-padded), and defers
+// prefill-shaped paged calls to the sm90 path where it takes them; see its supports() / defers().
 std::array<PathOps, 5> path_table() {
   return {decode_path(), sm90_path(), sm80_path(), naive_gpu_path(), cpu_reference_path()};
 }
@@ -138,7 +139,8 @@ Status select_path(const AttentionParams& params, const DeviceInfo& info, PathOp
   std::string reasons;
   for (const auto& ops : detail::path_table()) {
     if (params.path != KernelPath::kAuto && ops.path != params.path) continue;
-    const std::string why_not = ops.supports(params, info);
+    std::string why_not = ops.supports(params, info);
+    if (why_not.empty() && params.path == KernelPath::kAuto && ops.defers != nullptr) why_not = ops.defers(params, info);
     if (why_not.empty()) {
       *chosen = ops;
       if (refusals != nullptr) *refusals = reasons;

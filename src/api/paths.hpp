@@ -23,11 +23,14 @@ struct DeviceInfo {
 Status query_device(const AttentionParams& params, DeviceInfo* info);
 
 // One entry per concrete path. `supports` returns an empty string when it can run the call,
-// otherwise the reason. `run` assumes a validated call that `supports` accepted.
+// otherwise the reason. `run` assumes a validated call that `supports` accepted. `defers` (optional):
+// non-empty when automatic dispatch should pass a call this path supports on to a later path that
+// runs it faster (the reason); a call pinned to the path still runs there.
 struct PathOps {
   KernelPath path;
   std::string (*supports)(const AttentionParams&, const DeviceInfo&);
   Status (*run)(const AttentionParams&, const DeviceInfo&, cudaStream_t);
+  std::string (*defers)(const AttentionParams&, const DeviceInfo&) = nullptr;
 };
 
 // The first path of the dispatch order (dispatch.cpp) that supports `params` on `info`'s device

@@ -133,16 +133,28 @@ struct KvRowLocation {
   int64_t batch;
   int64_t row;
 };
-FC_HOST_DEVICE KvRowLocation kv_row_location(const AttentionParams& p, int b, int64_t row) {
-  if (p.block_table != nullptr) {
-    const int r = int(row);
-    int slot = r / p.page_size;
-    const int in_page = r - slot * p.page_size;
-    slot = slot < p.pages_per_seq ? slot : p.pages_per_seq - 1;
-    int page = p.block_table[int64_t(b) * p.block_table_batch_stride + slot];
-    page = page < 0 ? 0 : page >= p.num_pages ? p.num_pages - 1 : page;
+// A page pool and its block table (AttentionParams' paged fields), as the kernels that read pages
+// hold it: row r of entry b lives at row r % page_size of page block_table[b][r / page_size], with
+// the slot and the page clamped into the table row and the pool.
+struct PageTable {
+  const int32_t* table = nullptr;
+  int64_t batch_stride = 0;
+  int page_size = 1, pages_per_seq = 1, num_pages = 1;
+
+  FC_HOST_DEVICE static PageTable of(const AttentionParams& p) {
+    return {p.block_table, p.block_table_batch_stride, p.page_size, p.pages_per_seq, p.num_pages};
+  }
+  FC_HOST_DEVICE KvRowLocation locate(int b, int row) const {
+    int slot = row / page_size;
+    const int in_page = row - slot * page_size;
+    slot = slot < pages_per_seq ? slot : pages_per_seq - 1;
+    int page = table[int64_t(b) * batch_stride + slot];
+    page = page < 0 ? 0 : page >= num_pages ? num_pages - 1 : page;
     return {page, in_page};
   }
+};
+FC_HOST_DEVICE KvRowLocation kv_row_location(const AttentionParams& p, int b, int64_t row) {
+  if (p.block_table != nullptr) return PageTable::of(p).locate(b, int(row));
   int kv_b = b;
   if (p.kv_batch_idx != nullptr) {
     kv_b = p.kv_batch_idx[b];

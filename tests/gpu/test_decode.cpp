@@ -171,8 +171,8 @@ TEST_P(DecodeSweep, VarlenPrefillOverPagedCacheMatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(AllHeadDims, DecodeSweep, ::testing::ValuesIn(all_variants()), variant_name);
 
-// Automatic dispatch: a decode-shaped call and any paged call go to the decode path; a prefill-shaped
-// dense call does not.
+// Automatic dispatch: a decode-shaped call goes to the decode path; a prefill-shaped dense call does
+// not; a prefill-shaped paged call goes to the sm90 path where that path takes it, else to decode.
 TEST(DecodeDispatch, AutoPicksDecodeForDecodeShapesAndPagedCalls) {
   FC_REQUIRE_SM(80);
   const Variant v{128, DType::kBFloat16};
@@ -191,6 +191,8 @@ TEST(DecodeDispatch, AutoPicksDecodeForDecodeShapesAndPagedCalls) {
     ASSERT_TRUE(select_path(device.params, &chosen).ok());
     if (variant == 1) {
       EXPECT_NE(chosen, KernelPath::kDecode) << c.describe();
+    } else if (variant == 2 && supports(device.params, KernelPath::kSm90).supported) {
+      EXPECT_EQ(chosen, KernelPath::kSm90) << c.describe();
     } else {
       EXPECT_EQ(chosen, KernelPath::kDecode) << c.describe();
     }

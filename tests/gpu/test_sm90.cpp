@@ -41,6 +41,7 @@ struct Case {
   float input_scale = 1.0f;
   std::vector<std::pair<int, float>> key_gain;  // testing::TestCase::key_gain
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
+  int page_size = 0;           // > 0: K/V in a shuffled page pool (testing::TestCase::page_size)
   // Plan overrides (ForwardOverrides), "" / 0 = the plan's own rule:
   const char* schedule = "";   // "serial" | "overlap"
   int block_n = 0;             // the tile config's kBlockN or kAltBlockN
@@ -80,6 +81,7 @@ struct Case {
       for (const auto& [position, gain] : key_gain) s += "_" + std::to_string(position) + "x" + std::to_string((int)gain);
     }
     if (bhsd) s += "_bhsd";
+    if (page_size > 0) s += "_page" + std::to_string(page_size);
     if (*schedule) s += std::string("_") + schedule;
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
@@ -169,6 +171,7 @@ void run_case(const Case& c) {
   tc.input_scale = c.input_scale;
   tc.key_gain = c.key_gain;
   tc.layout = c.bhsd ? testing::Layout::kBHSD : testing::Layout::kBSHD;
+  tc.page_size = c.page_size;
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
 
@@ -257,6 +260,45 @@ void add_varlen_cases(std::vector<Case>& cases, const Case& base) {
   });
 }
 
+// Paged K/V (the varlen kernel's producer warp loads each block in pieces of gcd(page_size,
+// kBlockN) rows, a page looked up per piece): pages of 8 (the smallest), 16, 48 (a piece of 16 or
+// 48 rows, not a power of two), 64 and 256 (a block inside one page), varlen and dense queries,
+// seqused_k, every mask rule, GQA/MQA. make_problem fills the pool's unused rows with NaN, so a piece
+// read from the wrong page or past a sequence's keys shows.
+void add_paged_cases(std::vector<Case>& cases, const Case& base) {
+  auto add = [&](auto edit) {
+    Case c = base;
+    edit(c);
+    cases.push_back(c);
+  };
+  add([](Case& c) {  // causal, GQA 2, seqused_k; sequences with no queries, no keys, one key
+    c.heads_q = 4, c.heads_kv = 2, c.page_size = 16, c.causal = true;
+    c.varlen_q = {1, 130, 7, 0, 65, 200};
+    c.varlen_k = {63, 129, 1, 0, 200, 333};
+    c.seqused_k = {40, 129, 1, 0, 77, 300};
+  });
+  add([](Case& c) {  // no mask, more units than SMs, blocks inside one page
+    c.heads_q = 8, c.heads_kv = 2, c.page_size = 256;
+    c.varlen_q = {0, 900, 5, 300, 1, 640};
+    c.varlen_k = {10, 900, 7, 333, 1, 600};
+  });
+  add([](Case& c) {  // dense queries over a cache with per-entry lengths, window + softcap, MQA
+    c.batch = 3, c.heads_q = 4, c.heads_kv = 1, c.page_size = 64;
+    c.seqlen_q = 150, c.seqlen_k = 640, c.seqused_k = {640, 129, 300};
+    c.window_left = 70, c.window_right = 10, c.softcap = 30;
+  });
+  add([](Case& c) {  // causal top-left, pieces of 8 rows
+    c.page_size = 8, c.causal = true, c.align = MaskAlign::kTopLeft;
+    c.varlen_q = {300, 1, 129};
+    c.varlen_k = {129, 400, 1};
+  });
+  add([](Case& c) {  // pages of 48 rows, input scale 10
+    c.heads_q = 4, c.heads_kv = 2, c.page_size = 48, c.input_scale = 10;
+    c.varlen_q = {77, 250, 3};
+    c.varlen_k = {100, 520, 70};
+  });
+}
+
 // Head dims without a kernel of their own, padded to the covering pair (api/built_kernels.hpp):
 // zeros past the call's columns in Q, K and V, stores of its columns only (per-chunk TMA maps, the
 // direct epilogue's column bound). 40 -> 64 (three warpgroups), 112 -> 128 (would be the cluster
@@ -290,6 +332,11 @@ void add_padded_cases(std::vector<Case>& cases) {
       c.seqused_k = {40, 129, 0, 5, 77, 300};
     });
     add([](Case& c) { c.seqlen_q = 256; c.seqlen_k = 16384; c.heads_q = 2; c.heads_kv = 1; });
+    add([](Case& c) {
+      c.heads_q = 4, c.heads_kv = 2, c.causal = true, c.page_size = 16;
+      c.varlen_q = {1, 130, 7, 65};
+      c.varlen_k = {63, 129, 5, 200};
+    });
   }
 }
 
@@ -398,6 +445,7 @@ std::vector<Case> sweep() {
       add([&](Case& c) { c.heads_q = 4; c.seqlen_q = 768; c.seqlen_k = 1000; c.cluster = "on"; c.key_gain = gains; });
       add([&](Case& c) { c.varlen_q = {300, 700}; c.varlen_k = {900, 1000}; c.causal = true; c.key_gain = gains; });
       add_varlen_cases(cases, base);
+      add_paged_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
     }
@@ -442,18 +490,40 @@ INSTANTIATE_TEST_SUITE_P(All, Sm90Sweep, ::testing::ValuesIn(sweep()), [](const 
 // Small varlen cases for compute-sanitizer (memcheck / racecheck): the zeroed V tail (producer
 // warp's generic writes before the consumers' wgmma), the direct-store epilogue of partial
 // warpgroup tiles next to TMA stores of full ones, and the chunked (d96) maps.
+// The small causal varlen call of the sanitizer tests: lengths 0..150 around the tile sizes, seqused_k.
+Case small_varlen_case(int dqk, int dv) {
+  Case c;
+  c.head_dim = dqk, c.head_dim_v = dv;
+  c.dtype = dqk == 128 ? DType::kFloat16 : DType::kBFloat16;
+  c.varlen_q = {5, 0, 64, 70};
+  c.varlen_k = {33, 7, 64, 150};
+  c.seqused_k = {20, 7, 64, 101};
+  c.causal = true;
+  return c;
+}
+
 TEST(Sm90Sanitizer, SmallVarlenCases) {
   FC_REQUIRE_SM(90);
   KernelsInBuild kernels;
   for (int d : {96, 128, 192}) {
-    Case c;
-    c.head_dim = d, c.head_dim_v = d == 192 ? 128 : 0;
-    c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16;
-    c.varlen_q = {5, 0, 64, 70};
-    c.varlen_k = {33, 7, 64, 150};
-    c.seqused_k = {20, 7, 64, 101};
-    c.causal = true;
+    const Case c = small_varlen_case(d, d == 192 ? 128 : d);
     if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
+  }
+  SKIP_IF_NONE_RAN(kernels);
+}
+
+// Paged K/V for compute-sanitizer: pieces issued by several lanes of the producer warp into one
+// stage, the zeroed V tail of a paged block, pages of 16 and 48 rows, a padded head dim (72 -> 80).
+TEST(Sm90Sanitizer, PagedCases) {
+  FC_REQUIRE_SM(90);
+  KernelsInBuild kernels;
+  for (int d : {72, 128}) {
+    for (int page_size : {16, 48}) {
+      Case c = small_varlen_case(d, d);
+      c.page_size = page_size;
+      c.heads_q = 4, c.heads_kv = 2;
+      if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
+    }
   }
   SKIP_IF_NONE_RAN(kernels);
 }
@@ -619,6 +689,23 @@ TEST(Sm90Supports, VarlenAndHeadDims96And192x128WithoutADevice) {
     const std::string r = sm90.supports(x, info);
     EXPECT_TRUE(r.empty() || r.find("not in this build") != std::string::npos) << dqk << "/" << dv << ": " << r;
   }
+  // Paged K/V (pages of a multiple of 8 rows, head dims up to 256); kv_batch_idx / leftpad_k are
+  // the decode path's.
+  alignas(16) static int32_t table[3 * 4] = {};
+  x = p, x.cu_seqlens_k = nullptr, x.total_k = 0, x.block_table = table, x.block_table_batch_stride = 4;
+  x.pages_per_seq = 4, x.page_size = 32, x.num_pages = 12, x.seqlen_k = 128;
+  x.k_batch_stride = x.v_batch_stride = int64_t(x.page_size) * x.k_seq_stride;
+  const AttentionParams paged = x;
+  EXPECT_EQ(sm90.supports(x, info), "");
+  x = paged, x.page_size = 12, x.k_batch_stride = x.v_batch_stride = 12 * x.k_seq_stride;
+  EXPECT_NE(sm90.supports(x, info).find("page_size 12"), std::string::npos) << sm90.supports(x, info);
+  x = paged, x.k_batch_stride = 4 * x.k_seq_stride + 4;  // the page stride is a TMA stride too
+  EXPECT_NE(sm90.supports(x, info).find("k_batch_stride"), std::string::npos) << sm90.supports(x, info);
+  x = paged, x.head_dim_qk = x.head_dim_v = 512;
+  EXPECT_NE(sm90.supports(x, info).find("paged K/V with head dims above 256"), std::string::npos)
+      << sm90.supports(x, info);
+  x = p, x.cu_seqlens_q = x.cu_seqlens_k = nullptr, x.leftpad_k = cu;
+  EXPECT_NE(sm90.supports(x, info).find("leftpad_k"), std::string::npos) << sm90.supports(x, info);
   x = p, x.head_dim_qk = 260, x.head_dim_v = 260, set_dense_strides(x);  // not a multiple of 8: no tile covers it
   EXPECT_NE(sm90.supports(x, info).find("head dims 260/260"), std::string::npos) << sm90.supports(x, info);
   x = p, x.head_dim_qk = 264, x.head_dim_v = 264, set_dense_strides(x);  // the wide kernels' 384 tile, padded

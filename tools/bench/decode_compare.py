@@ -17,6 +17,11 @@ measured in the same run (a 1 GiB tensor copy; bytes read + written per second),
 memory-bound kernel can approach. vs_cudnn = sdpa-cudnn ms / this ms on the same (B, Sq, Hq, Sk).
 max_err: max |out - fp32 reference| over batch entry 0.
 
+Prefill over a cache (pass = "prefill", `--prefill-impls`): flash_attn_varlen_func, causal, bf16, d128,
+GQA 32/8, B sequences whose last Sq tokens attend to Sk cached keys, on a dense packed K/V
+(`flashcore`) and on shuffled paged caches (`flashcore-paged16` / `-paged256`); tflops counts the
+visible (query, key) pairs, vs_dense = the dense call's ms / this ms in the same run.
+
 Writes DIR/report.json {device, date, commit, command, torch, copy_gbps, rows: [...]}, DIR/report.md
 and DIR/decode.png.   python3 tools/bench/decode_compare.py --out bench/reports/h200/decode [--quick]
 """
@@ -45,6 +50,62 @@ def suite(quick: bool):
         for hq, hkv in ((64, 8), (32, 8)):
             for b, sk in shapes:
                 yield dict(B=b, Sq=sq, Hq=hq, Hkv=hkv, Sk=sk, D=128)
+
+
+def prefill_suite(quick: bool):
+    shapes = [(4, 4096, 4096), (8, 512, 8192)] if not quick else [(4, 4096, 4096)]
+    for b, sq, sk in shapes:
+        yield dict(B=b, Sq=sq, Hq=32, Hkv=8, Sk=sk, D=128)
+
+
+def prefill_flops(c) -> float:
+    """QK^T and PV over the visible pairs of bottom-right causal rows (row i sees Sk - Sq + i + 1 keys)."""
+    sq, sk = c["Sq"], c["Sk"]
+    pairs = sum(min(sk, sk - sq + i + 1) for i in range(sq))
+    return 4.0 * c["B"] * c["Hq"] * c["D"] * pairs
+
+
+def bench_prefill_row(c, impl: str, calls: int):
+    import flashcore
+
+    B, Sq, Hq, Hkv, Sk, D = c["B"], c["Sq"], c["Hq"], c["Hkv"], c["Sk"], c["D"]
+    dt = torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn(B * Sq, Hq, D, device="cuda", dtype=dt, generator=gen)
+    k = torch.randn(B * Sk, Hkv, D, device="cuda", dtype=dt, generator=gen)
+    v = torch.randn(B * Sk, Hkv, D, device="cuda", dtype=dt, generator=gen)
+    cu_q = torch.arange(0, B + 1, device="cuda", dtype=torch.int32) * Sq
+    cu_k = torch.arange(0, B + 1, device="cuda", dtype=torch.int32) * Sk
+    page = {"flashcore": None, "flashcore-paged16": 16, "flashcore-paged256": 256}[impl]
+    table = None
+    if page is not None:
+        # The same keys, scattered over a shuffled pool: sequence b's row r at page table[b][r // page].
+        pages_per_seq = math.ceil(Sk / page)
+        table = torch.randperm(B * pages_per_seq, device="cuda", generator=gen).to(torch.int32).reshape(B, pages_per_seq)
+        kp = torch.zeros(B * pages_per_seq, page, Hkv, D, device="cuda", dtype=dt)
+        vp = torch.zeros_like(kp)
+        padded = pages_per_seq * page
+        for b in range(B):
+            rows_k = torch.zeros(padded, Hkv, D, device="cuda", dtype=dt)
+            rows_v = torch.zeros_like(rows_k)
+            rows_k[:Sk] = k[b * Sk:(b + 1) * Sk]
+            rows_v[:Sk] = v[b * Sk:(b + 1) * Sk]
+            kp[table[b].long()] = rows_k.reshape(pages_per_seq, page, Hkv, D)
+            vp[table[b].long()] = rows_v.reshape(pages_per_seq, page, Hkv, D)
+        kv = (kp, vp)
+    else:
+        kv = (k, v)
+
+    def run(_):
+        return flashcore.flash_attn_varlen_func(q, kv[0], kv[1], cu_q, cu_k, Sq, Sk, causal=True, block_table=table)
+
+    out = run(None)
+    max_err = (out[:Sq].float() - reference(q[:Sq], k[:Sk], v[:Sk])).abs().max().item()
+    ms = time_graph(run, [None], calls, replays=10)
+    eager = time_eager(run, [None], iters=10)
+    del kv, q, k, v
+    torch.cuda.empty_cache()
+    return ms, eager, max_err
 
 
 def copy_gbps() -> float:
@@ -209,11 +270,23 @@ def write_markdown(report, path):
              "second / copy rate; vs cuDNN = cuDNN ms / ms.", "",
              "| Sq | Hq/Hkv | B | Sk | impl | ms | eager ms | GB/s | % copy | vs cuDNN | max err | note |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    f = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
     for r in report["rows"]:
-        f = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
+        if r["pass"] != "decode":
+            continue
         lines.append(f"| {r['Sq']} | {r['Hq']}/{r['Hkv']} | {r['B']} | {r['Sk']} | {r['impl']} | {f(r['ms'], '.4f')} | "
                      f"{f(r['eager_ms'], '.4f')} | {f(r['gbps'], '.0f')} | {f(r['pct_copy'], '.1f')} | "
                      f"{f(r['vs_cudnn'], '.2f')} | {f(r['max_err'], '.1e')} | {r['note']} |")
+    prefill = [r for r in report["rows"] if r["pass"] == "prefill"]
+    if prefill:
+        lines += ["", "## Prefill over a cache (flash_attn_varlen_func, causal, bf16, d128)", "",
+                  "vs dense = the dense-cache call's ms / ms in the same run.", "",
+                  "| B | Sq | Sk | Hq/Hkv | impl | ms | eager ms | TFLOPS | vs dense | max err | note |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in prefill:
+            lines.append(f"| {r['B']} | {r['Sq']} | {r['Sk']} | {r['Hq']}/{r['Hkv']} | {r['impl']} | "
+                         f"{f(r['ms'], '.4f')} | {f(r['eager_ms'], '.4f')} | {f(r['tflops'], '.0f')} | "
+                         f"{f(r['vs_dense'], '.3f')} | {f(r['max_err'], '.1e')} | {r['note']} |")
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -225,10 +298,13 @@ def write_plot(report, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    groups = sorted({(r["Sq"], r["Hq"], r["Hkv"]) for r in report["rows"]})
+    groups = sorted({(r["Sq"], r["Hq"], r["Hkv"]) for r in report["rows"] if r["pass"] == "decode"})
+    if not groups:
+        return
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
     for ax, (sq, hq, hkv) in zip(axes[0], groups):
-        rows = [r for r in report["rows"] if (r["Sq"], r["Hq"], r["Hkv"]) == (sq, hq, hkv) and r["pct_copy"]]
+        rows = [r for r in report["rows"]
+                if r["pass"] == "decode" and (r["Sq"], r["Hq"], r["Hkv"]) == (sq, hq, hkv) and r["pct_copy"]]
         labels = sorted({(r["B"], r["Sk"]) for r in rows})
         for impl in sorted({r["impl"] for r in rows}):
             ys = [next((r["pct_copy"] for r in rows if r["impl"] == impl and (r["B"], r["Sk"]) == lb), None)
@@ -259,13 +335,38 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--impls", default="flashcore,flashcore-paged16,flashcore-paged256,sdpa-cudnn")
+    ap.add_argument("--impls", default="flashcore,flashcore-paged16,flashcore-paged256,sdpa-cudnn",
+                    help="decode rows' implementations ('' for none)")
+    ap.add_argument("--prefill-impls", default="flashcore,flashcore-paged16,flashcore-paged256",
+                    help="prefill rows' implementations ('' for none; the first one is the vs_dense base)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    impls = args.impls.split(",")
+    impls = [i for i in args.impls.split(",") if i]
+    prefill_impls = [i for i in args.prefill_impls.split(",") if i]
     copy_rate = copy_gbps()
     rows = []
-    for c in suite(args.quick):
+    for c in prefill_suite(args.quick) if prefill_impls else []:
+        results = []
+        for impl in prefill_impls:
+            row = dict(impl=impl, dtype="bf16", **c, page_size={"flashcore-paged16": 16, "flashcore-paged256": 256}.get(impl),
+                       ms=None, eager_ms=None, tflops=None, vs_dense=None, max_err=None, note="")
+            row["pass"] = "prefill"
+            try:
+                ms, eager, err = bench_prefill_row(c, impl, max(2, args.calls // 5))
+                row.update(ms=ms, eager_ms=eager, max_err=err, tflops=prefill_flops(c) / (ms * 1e-3) / 1e12)
+            except Exception as exc:
+                row["note"] = str(exc).splitlines()[0][:160]
+                torch.cuda.empty_cache()
+            results.append(row)
+            print(f"prefill B={c['B']} Sq={c['Sq']} Sk={c['Sk']} {impl:20s} ms={row['ms']} tflops={row['tflops']} "
+                  f"{row['note']}", flush=True)
+        base = results[0]["ms"]
+        for row in results:
+            if base and row["ms"]:
+                row["vs_dense"] = base / row["ms"]
+            rows.append(row)
+        write_report(args, copy_rate, rows)
+    for c in suite(args.quick) if impls else []:
         results = {}
         for impl in impls:
             row = dict(impl=impl, pass_="decode", dtype="bf16", **c, page_size={"flashcore-paged16": 16,

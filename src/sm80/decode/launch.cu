@@ -37,6 +37,8 @@ const Instantiation* find_kernel(const AttentionParams& p) {
 // stream K/V once per 128-row tile) are faster.
 constexpr int kMaxDenseRows = 64;
 
+int64_t packed_rows(const AttentionParams& p) { return int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv); }
+
 std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   if (!d.has_device || d.pointers_on_host) return "the decode path needs a CUDA device and device pointers";
   if (d.cc_major < 8) {
@@ -50,7 +52,7 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
            dtype_name(p.dtype) + " are not in this build of the decode path (built: " + built_kernels_list(kInstantiations) +
            "; padded to a covering pair when both are multiples of " + std::to_string(kPaddedHeadDimMultiple) + ")";
   }
-  const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
+  const int64_t rows = packed_rows(p);
   if (!attn::uses_kv_cache_layout(p) && rows > kMaxDenseRows) {
     return "prefill-shaped call: " + std::to_string(rows) + " query rows per KV head (seqlen_q x heads_q / heads_kv) "
            "exceed the decode path's " + std::to_string(kMaxDenseRows) + " for dense K/V";
@@ -69,6 +71,16 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   return "";
 }
 
+// Automatic dispatch passes prefill-shaped paged calls on to the sm90 path where it takes them: it
+// streams whole pages through TMA once per 128-row query tile. The decode path still runs them when
+// pinned, and runs every paged call on other devices.
+std::string decode_defers(const AttentionParams& p, const DeviceInfo& d) {
+  if (!p.is_paged() || packed_rows(p) <= kMaxDenseRows || !sm90_path().supports(p, d).empty()) return "";
+  return "prefill-shaped paged call: " + std::to_string(packed_rows(p)) +
+         " query rows per KV head exceed the decode path's " + std::to_string(kMaxDenseRows) +
+         "; the sm90 path reads these pages faster";
+}
+
 Status decode_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t stream) {
   const Instantiation* inst = find_kernel(p);
   if (inst == nullptr) return Status::Unsupported("decode: no instantiation for this call");
@@ -77,6 +89,6 @@ Status decode_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t st
 
 }  // namespace
 
-PathOps decode_path() { return {KernelPath::kDecode, &decode_supports, &decode_run}; }
+PathOps decode_path() { return {KernelPath::kDecode, &decode_supports, &decode_run, &decode_defers}; }
 
 }  // namespace flashcore::detail

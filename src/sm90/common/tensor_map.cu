@@ -43,44 +43,65 @@ int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride :
 
 }  // namespace
 
-Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
-                          int box_chunks) {
+namespace {
+
+// The fields both operand map shapes share.
+struct OperandMapBasics {
+  CUtensorMapDataType type;
+  int seqlen;
+  cuuint64_t seq_stride, head_stride, batch_stride;  // bytes
+};
+OperandMapBasics operand_map_basics(const OperandView& view, DType dtype) {
+  constexpr int64_t kElem = 2;  // fp16 / bf16
+  OperandMapBasics b;
+  b.type = dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  b.seqlen = view.seqlen > 0 ? view.seqlen : 1;  // Sk = 0: never loaded, but dims must be >= 1
+  b.seq_stride = usable_stride(view.seq_stride, b.seqlen) * kElem;
+  b.head_stride = usable_stride(view.head_stride, view.heads) * kElem;
+  b.batch_stride = usable_stride(view.batch_stride, view.batch) * kElem;
+  return b;
+}
+
+Status encode_failed(CUresult res, const OperandView& view, int box_rows) {
+  return Status::Internal("sm90: cuTensorMapEncodeTiled failed with CUresult " + std::to_string((int)res) +
+                          " (head_dim " + std::to_string(view.head_dim) + ", seqlen " + std::to_string(view.seqlen) +
+                          ", box rows " + std::to_string(box_rows) + ")");
+}
+
+}  // namespace
+
+Status encode_operand_map_per_chunk(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
-  constexpr int64_t kElem = 2;  // fp16 / bf16
-  const int seqlen = view.seqlen > 0 ? view.seqlen : 1;  // Sk = 0: never loaded, but dims must be >= 1
-  const cuuint64_t seq_stride = usable_stride(view.seq_stride, seqlen) * kElem;
-  const cuuint64_t head_stride = usable_stride(view.head_stride, view.heads) * kElem;
-  const cuuint64_t batch_stride = usable_stride(view.batch_stride, view.batch) * kElem;
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  CUresult res;
+  const OperandMapBasics b = operand_map_basics(view, dtype);
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const cuuint64_t dims[4] = {(cuuint64_t)view.head_dim, (cuuint64_t)b.seqlen, (cuuint64_t)view.heads,
+                              (cuuint64_t)view.batch};
+  const cuuint64_t strides[3] = {b.seq_stride, b.head_stride, b.batch_stride};
+  const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+  const CUresult res = encode(map, b.type, 4, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
+}
+
+Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
+                          int box_chunks) {
   if (view.head_dim > tile_head_dim) return Status::Internal("sm90: a tensor map wider than the kernel's head dim");
-  if (!per_chunk_map(view.head_dim, tile_head_dim)) {
-    const cuuint64_t dims[5] = {64, (cuuint64_t)seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
-                                (cuuint64_t)view.batch};
-    const cuuint64_t strides[4] = {seq_stride, 128, head_stride, batch_stride};
-    const cuuint32_t chunks = box_chunks > 0 ? (cuuint32_t)box_chunks : (cuuint32_t)(view.head_dim / 64);
-    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, chunks, 1, 1};
-    res = encode(map, type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
-                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  } else {
-    const cuuint64_t dims[4] = {(cuuint64_t)view.head_dim, (cuuint64_t)seqlen, (cuuint64_t)view.heads,
-                                (cuuint64_t)view.batch};
-    const cuuint64_t strides[3] = {seq_stride, head_stride, batch_stride};
-    const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
-    res = encode(map, type, 4, const_cast<void*>(view.base), dims, strides, box, element_strides,
-                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  }
-  if (res != CUDA_SUCCESS) {
-    return Status::Internal("sm90: cuTensorMapEncodeTiled failed with CUresult " + std::to_string((int)res) +
-                            " (head_dim " + std::to_string(view.head_dim) + ", seqlen " + std::to_string(view.seqlen) +
-                            ", box rows " + std::to_string(box_rows) + ")");
-  }
-  return Status::Ok();
+  if (per_chunk_map(view.head_dim, tile_head_dim)) return encode_operand_map_per_chunk(map, view, dtype, box_rows);
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  const OperandMapBasics b = operand_map_basics(view, dtype);
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const cuuint64_t dims[5] = {64, (cuuint64_t)b.seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
+                              (cuuint64_t)view.batch};
+  const cuuint64_t strides[4] = {b.seq_stride, 128, b.head_stride, b.batch_stride};
+  const cuuint32_t chunks = box_chunks > 0 ? (cuuint32_t)box_chunks : (cuuint32_t)(view.head_dim / 64);
+  const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, chunks, 1, 1};
+  const CUresult res = encode(map, b.type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
 }
 
 std::string operand_view_problem(const char* name, const OperandView& view) {

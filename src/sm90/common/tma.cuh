@@ -41,6 +41,9 @@ FC_HOST_DEVICE constexpr bool per_chunk_map(int head_dim, int tile_head_dim) {
 }
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
                           int box_chunks = 0);
+// The per-chunk shape above whatever the head dims: boxes of box_rows rows that land at any row
+// (a multiple of 8) of a tile of more rows (the paged K/V pieces, sm90/fwd/mainloop.cuh).
+Status encode_operand_map_per_chunk(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
 // Empty when `view` (16-bit elements) meets TMA's rules: a 16-byte aligned base and, for every
 // dimension longer than 1, a stride that is a positive multiple of 8 elements (16 bytes); otherwise
 // the rule it breaks, naming the tensor `name` (its strides as <name>_seq_stride, ...). A stride of a

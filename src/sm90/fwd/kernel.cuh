@@ -3,7 +3,8 @@
 // epilogue and the scheduler (launch_kernel.cuh picks them for a kernel's traits).
 //
 //   warpgroup 0      producer: one thread issues TMA loads (mainloop.cuh, Producer); kVarlen: the
-//                    first warp walks the tiles (its lanes zero V tails), lane 0 issues TMA
+//                    first warp walks the tiles (its lanes zero V tails and issue the pieces
+//                    of paged blocks), lane 0 issues the other TMA loads
 //   warpgroups 1..   consumers: 64 query rows each, wgmma + online softmax (Consumer), epilogue
 #pragma once
 

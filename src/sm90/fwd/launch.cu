@@ -78,12 +78,30 @@ TokenAxes token_axes(const AttentionParams& p) {
   if (p.is_varlen()) return {(int)p.total_q, (int)p.total_k, 1};  // validate(): total_q/k < 2^31
   return {p.seqlen_q, p.seqlen_k, p.batch};
 }
+// The k and v maps' views: the call's tensors, or the page pool (a page per map batch).
+OperandView key_view(const AttentionParams& p, const void* base, int head_dim, int64_t seq_stride, int64_t head_stride,
+                     int64_t batch_stride) {
+  if (p.is_paged()) return {base, head_dim, p.page_size, p.heads_kv, p.num_pages, seq_stride, head_stride, batch_stride};
+  const TokenAxes ax = token_axes(p);
+  return {base, head_dim, ax.rows_k, p.heads_kv, ax.batch, seq_stride, head_stride, batch_stride};
+}
 
 std::string operand_strides_problem(const AttentionParams& p);
 
 std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d) {
-  if (attn::uses_kv_cache_layout(p)) {
-    return "the sm90 path reads dense or varlen K/V only (block_table, kv_batch_idx, leftpad_k: the decode path)";
+  if (p.kv_batch_idx != nullptr || p.leftpad_k != nullptr) {
+    return "the sm90 path reads dense, varlen or paged K/V (kv_batch_idx, leftpad_k: the decode path)";
+  }
+  if (p.is_paged()) {
+    // A page is read in boxes of gcd(page_size, kBlockN) rows, which must keep the tiles' 8-row
+    // swizzle pattern (mainloop.cuh, Producer::load_paged_block).
+    if (p.page_size % 8 != 0) {
+      return "page_size " + std::to_string(p.page_size) +
+             ": the sm90 path reads pages of a multiple of 8 rows (the decode path takes any page size)";
+    }
+    if (p.head_dim_qk >= wide::kMinHeadDim || p.head_dim_v >= wide::kMinHeadDim) {
+      return "paged K/V with head dims above 256: not on the sm90 path (the decode path reads pages)";
+    }
   }
   if (d.pointers_on_host || !d.has_device) return "the sm90 path needs device pointers on a CUDA device";
   if (d.cc_major != 9 || d.cc_minor != 0) {
@@ -142,10 +160,10 @@ std::string operand_strides_problem(const AttentionParams& p) {
   std::string why = operand_view_problem(
       "q", view(p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride, ax.rows_q, p.heads_q));
   if (why.empty() && p.k != nullptr) {
-    why = operand_view_problem("k", view(p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride, ax.rows_k, p.heads_kv));
+    why = operand_view_problem("k", key_view(p, p.k, 0, p.k_seq_stride, p.k_head_stride, p.k_batch_stride));
   }
   if (why.empty() && p.v != nullptr) {
-    why = operand_view_problem("v", view(p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride, ax.rows_k, p.heads_kv));
+    why = operand_view_problem("v", key_view(p, p.v, 0, p.v_seq_stride, p.v_head_stride, p.v_batch_stride));
   }
   if (!why.empty()) return why;
   // O leaves through TMA stores (or 4-byte stores of element pairs): the same rules as the inputs.
@@ -164,8 +182,8 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   a.dtype = p.dtype;
   const TokenAxes ax = token_axes(p);
   a.q = {p.q, p.head_dim_qk, ax.rows_q, p.heads_q, ax.batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride};
-  a.k = {p.k, p.head_dim_qk, ax.rows_k, p.heads_kv, ax.batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride};
-  a.v = {p.v, p.head_dim_v, ax.rows_k, p.heads_kv, ax.batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride};
+  a.k = key_view(p, p.k, p.head_dim_qk, p.k_seq_stride, p.k_head_stride, p.k_batch_stride);
+  a.v = key_view(p, p.v, p.head_dim_v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride);
   a.o = {p.o, p.head_dim_v, ax.rows_q, p.heads_q, ax.batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride};
   a.sm_count = d.sm_count > 0 ? d.sm_count : 1;
   a.call = &p;
@@ -190,7 +208,10 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.cu_seqlens_k = p.cu_seqlens_k;
   k.seqused_k = p.seqused_k;
   k.total_q = p.total_q;
-  k.total_k = p.total_k;
+  // Paged keys live in the pool: cu_seqlens_k give lengths only (attn::sequence_extent's rule), and
+  // the producer counts a sequence's keys from row 0 of its table row.
+  k.total_k = p.is_paged() ? int64_t(1) << 62 : p.total_k;
+  if (p.is_paged()) k.pages = attn::PageTable::of(p);
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;
   // The score transform of the call (sm90_supports() refuses ALiBi, so it is the same for every

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <numeric>
 #include <string>
 
 #include "attention/head_groups.hpp"
@@ -67,9 +68,23 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   if (plan.block_m != Traits::kBlockM) return Status::Internal("sm90: the plan's kBlockM is not the kernel's");
   if (plan.num_units == 0) return Status::Ok();
 
+  KernelParams params = args.params;
   CUtensorMap tm_q, tm_k, tm_v;
   FC_RETURN_IF_ERROR(encode_operand_map(&tm_q, args.q, args.dtype, Traits::kDqk, Traits::kBlockM));
-  if (args.k.base != nullptr && args.v.base != nullptr) {
+  if (params.pages.table != nullptr) {
+    // Paged: the k/v maps view the page pool, boxes of page_rows rows (params.hpp), any head dim
+    // per 64-column chunk.
+    if constexpr (Traits::kVarlen) {
+      params.page_rows = std::gcd(params.pages.page_size, Traits::kBlockN);
+      if (params.page_rows % 8 != 0 || Traits::kBlockN / params.page_rows > 32) {
+        return Status::Internal("sm90: paged K/V needs a page size that is a multiple of 8");
+      }
+      FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_k, args.k, args.dtype, params.page_rows));
+      FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_v, args.v, args.dtype, params.page_rows));
+    } else {
+      return Status::Internal("sm90: paged K/V runs on the varlen kernel only (plan.cpp)");
+    }
+  } else if (args.k.base != nullptr && args.v.base != nullptr) {
     // Cluster kernel: a box is this CTA's share of the 64-column chunks (mainloop.cuh).
     FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kDqk, Traits::kBlockN, Traits::kKChunksPerCta));
     FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kDv, Traits::kBlockN, Traits::kVChunksPerCta));
@@ -79,7 +94,6 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   CUtensorMap tm_o = tm_q;  // unused by the direct epilogue
   if constexpr (Traits::kEpilogueTma) FC_RETURN_IF_ERROR(encode_operand_map(&tm_o, args.o, args.dtype, Traits::kDv, 64));
 
-  KernelParams params = args.params;
   // A call padded to this kernel (the q and k maps share head_dim_qk, the v and o maps head_dim_v).
   params.qk_per_chunk = per_chunk_map(args.q.head_dim, Traits::kDqk);
   params.v_per_chunk = per_chunk_map(args.v.head_dim, Traits::kDv);

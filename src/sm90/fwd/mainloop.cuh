@@ -46,7 +46,7 @@ struct Producer {
   using Storage = typename Traits::SharedStorage;
   static constexpr int kBlockN = Traits::kBlockN;
   // The threads that run the producer (kernel.cuh): one (dense), or the producer warpgroup's first
-  // warp (kVarlen), whose lanes help zero V tails (load_v_zeroing_tail).
+  // warp (kVarlen), whose lanes help zero V tails (zero_v_tail) and issue paged pieces.
   static constexpr bool kWholeWarp = Traits::kVarlen;
 
   // Ring positions of the producer, carried from tile to tile.
@@ -130,6 +130,13 @@ struct Producer {
 
     // K and V, last block first (the masked blocks of a causal tile come first).
     for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
+      if constexpr (Traits::kVarlen) {
+        if (params.pages.table != nullptr) {
+          load_paged_block(smem, tm_k, tm_v, params, tile.batch, head_kv, n, tile.mask.seqlen_k - n * kBlockN, rings,
+                           lane);
+          continue;
+        }
+      }
       // Stage reuse: wait until every consumer warp released the K (then V) block held there.
       ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
       const int key_row = tile.k_offset + n * kBlockN;
@@ -174,8 +181,7 @@ struct Producer {
   // neighbour's keys, or keys past seqused_k, which may hold anything): their P is 0, but 0 * NaN is
   // NaN, so rows [keys, kBlockN) are zeroed before the consumers may read the stage.
   //   v_tail   TMA -> producer warp: the block landed (1 arrival + V bytes), instead of v_full;
-  //   then the warp zeroes the rows, fences its generic writes for the async proxy (wgmma reads
-  //   them), and lane 0 completes v_full with a plain arrival (v_full expects 1 arrival, no bytes).
+  //   then the warp zeroes the rows (zero_v_tail).
   static __device__ void load_v_zeroing_tail(Storage& smem, const CUtensorMap* tm_v, int stage, int key_row,
                                              int head_kv, int batch, int keys, uint32_t tail_phase, int lane,
                                              bool per_chunk) {
@@ -183,6 +189,13 @@ struct Producer {
       ptx::mbarrier_arrive_expect_tx(&smem.v_tail, Traits::kVBytes);
       tma_load_operand<Traits::kDv, kBlockN>(smem.v[stage], tm_v, &smem.v_tail, key_row, head_kv, batch, per_chunk);
     }
+    zero_v_tail(smem, stage, keys, tail_phase, lane);
+  }
+
+  // After the copies of V stage `stage` completed v_tail: the warp zeroes rows [keys, kBlockN),
+  // fences its generic writes for the async proxy (wgmma reads them), and lane 0 completes v_full
+  // with a plain arrival (v_full expects 1 arrival, no bytes).
+  static __device__ void zero_v_tail(Storage& smem, int stage, int keys, uint32_t tail_phase, int lane) {
     ptx::mbarrier_wait(&smem.v_tail, tail_phase);
     // [Dv/64][kBlockN][64]: rows `keys`.. of each 64-column chunk are one contiguous byte range.
     // (32-bit shared addresses keep this within the producer's 24 registers.)
@@ -196,6 +209,54 @@ struct Producer {
     ptx::fence_proxy_async_smem();  // these generic writes -> the consumers' wgmma (async proxy) reads
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(&smem.v_full[stage]);
+  }
+
+  // Paged K/V (params.pages): block n's keys [n kBlockN, n kBlockN + keys) of batch entry `batch`
+  // (keys >= 1; more than kBlockN: the block is whole) in pieces of params.page_rows rows, piece i
+  // by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). Each lane looks its page up before
+  // waiting for the stage, so the table read overlaps the wait. Pieces wholly past the keys are not
+  // loaded: those K rows are masked (their scores become -inf whatever the stage held) and V rows
+  // [keys, kBlockN) are zeroed (zero_v_tail), as are the rows of a loaded piece past the keys.
+  static __device__ void load_paged_block(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                          const KernelParams& params, int batch, int head_kv, int n, int keys,
+                                          Rings& rings, int lane) {
+    static_assert(Traits::kVarlen, "paged K/V: the varlen kernels' producer warp issues the pieces");
+    const int rows = params.page_rows;
+    keys = keys < kBlockN ? keys : kBlockN;
+    const int pieces = (keys + rows - 1) / rows;
+    const bool mine = lane < pieces;
+    attn::KvRowLocation at{0, 0};
+    if (mine) at = params.pages.locate(batch, n * kBlockN + lane * rows);
+    const int page = (int)at.batch, in_page = (int)at.row;
+    const uint32_t piece_elems = uint32_t(lane * rows) * 64u;  // the piece's offset inside each chunk
+    const uint32_t loaded_rows = uint32_t(pieces * rows);
+    auto& stage = rings.stage;
+
+    ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
+    issue_paged_pieces<Traits::kDqkPad>(smem.k[stage.index] + piece_elems, tm_k, &smem.k_full[stage.index], loaded_rows,
+                                        mine, in_page, head_kv, page, lane);
+    ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
+    if (keys < kBlockN) {
+      issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_tail, loaded_rows, mine,
+                                         in_page, head_kv, page, lane);
+      zero_v_tail(smem, stage.index, keys, rings.tail_phase, lane);
+      rings.tail_phase ^= 1u;
+    } else {
+      issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_full[stage.index], loaded_rows,
+                                         mine, in_page, head_kv, page, lane);
+    }
+  }
+  // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any lane's copy can
+  // complete on it; then each lane with a piece (`mine`) copies it into every 64-column chunk
+  // ([kPad/64][kBlockN][64]; dst already points at the piece's first row in chunk 0).
+  template <int kPad>
+  static __device__ void issue_paged_pieces(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t rows,
+                                            bool mine, int in_page, int head_kv, int page, int lane) {
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
+    __syncwarp();
+    if (!mine) return;
+#pragma unroll
+    for (int c = 0; c < kPad / 64; ++c) ptx::tma_load_4d(dst + c * kBlockN * 64, map, full, 64 * c, in_page, head_kv, page);
   }
 };
 

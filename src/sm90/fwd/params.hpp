@@ -73,6 +73,14 @@ struct KernelParams {
   bool qk_per_chunk = false;
   bool v_per_chunk = false;
   int head_dim_v = 0;
+
+  // Paged K/V (kVarlen kernels; pages.table null otherwise): the k/v maps view the page pool
+  // ([num_pages][page_size][heads_kv][D], a page per map batch) with boxes of page_rows rows, the
+  // largest common divisor of page_size and kBlockN (a multiple of 8, launch_kernel.cuh): a box never
+  // crosses a page, and lands on a 1024-byte boundary of the block's swizzled tile. A sequence's keys
+  // count from row 0 of its table row (mainloop.cuh, Producer::load_paged).
+  attn::PageTable pages;
+  int page_rows = 0;
 };
 
 }  // namespace flashcore::sm90

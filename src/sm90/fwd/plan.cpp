@@ -102,8 +102,9 @@ Status choose_kernel_of(const AttentionParams& p, int tile_dqk, int tile_dv, con
   // The cluster kernel multicasts whole 5-D boxes: calls padded to the kernel (per-chunk maps) run
   // on one CTA per query block.
   const bool padded = tile_dqk != p.head_dim_qk || tile_dv != p.head_dim_v;
-  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr) {
-    // Per-sequence lengths: the varlen kernel, at the configured schedule and kVarlenBlockN only.
+  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.is_paged()) {
+    // Per-sequence lengths, or paged K/V (whose pieces the varlen kernel's producer warp issues):
+    // the varlen kernel, at the configured schedule and kVarlenBlockN only.
     kernel->varlen = true;
     kernel->schedule = config.schedule;
     kernel->block_n = config.block_n_for(false, true);
