@@ -144,14 +144,14 @@ struct PageTable {
   FC_HOST_DEVICE static PageTable of(const AttentionParams& p) {
     return {p.block_table, p.block_table_batch_stride, p.page_size, p.pages_per_seq, p.num_pages};
   }
-  FC_HOST_DEVICE KvRowLocation locate(int b, int row) const {
+  FC_HOST_DEVICE KvRowLocation locate(int b, int row) const { return {page_of(entry(b, row)), row % page_size}; }
+  // The two halves of locate(), for a kernel that reads the entry well before it uses the page.
+  FC_HOST_DEVICE int entry(int b, int row) const {
     int slot = row / page_size;
-    const int in_page = row - slot * page_size;
     slot = slot < pages_per_seq ? slot : pages_per_seq - 1;
-    int page = table[int64_t(b) * batch_stride + slot];
-    page = page < 0 ? 0 : page >= num_pages ? num_pages - 1 : page;
-    return {page, in_page};
+    return table[int64_t(b) * batch_stride + slot];
   }
+  FC_HOST_DEVICE int page_of(int entry) const { return entry < 0 ? 0 : entry >= num_pages ? num_pages - 1 : entry; }
 };
 FC_HOST_DEVICE KvRowLocation kv_row_location(const AttentionParams& p, int b, int64_t row) {
   if (p.block_table != nullptr) return PageTable::of(p).locate(b, int(row));

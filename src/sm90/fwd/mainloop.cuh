@@ -128,15 +128,14 @@ struct Producer {
     }
     q_stage.advance();
 
+    if constexpr (Traits::kVarlen) {
+      if (params.pages.table != nullptr) {
+        load_paged_blocks(smem, tm_k, tm_v, params, tile.batch, head_kv, tile.mask.seqlen_k, range, rings, lane);
+        return;
+      }
+    }
     // K and V, last block first (the masked blocks of a causal tile come first).
     for (int n = range.n_last; n >= range.n_first; --n, stage.advance()) {
-      if constexpr (Traits::kVarlen) {
-        if (params.pages.table != nullptr) {
-          load_paged_block(smem, tm_k, tm_v, params, tile.batch, head_kv, n, tile.mask.seqlen_k - n * kBlockN, rings,
-                           lane);
-          continue;
-        }
-      }
       // Stage reuse: wait until every consumer warp released the K (then V) block held there.
       ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
       const int key_row = tile.k_offset + n * kBlockN;
@@ -211,25 +210,45 @@ struct Producer {
     if (lane == 0) ptx::mbarrier_arrive(&smem.v_full[stage]);
   }
 
-  // Paged K/V (params.pages): block n's keys [n kBlockN, n kBlockN + keys) of batch entry `batch`
-  // (keys >= 1; more than kBlockN: the block is whole) in pieces of params.page_rows rows, piece i
-  // by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). Each lane looks its page up before
-  // waiting for the stage, so the table read overlaps the wait. Pieces wholly past the keys are not
-  // loaded: those K rows are masked (their scores become -inf whatever the stage held) and V rows
-  // [keys, kBlockN) are zeroed (zero_v_tail), as are the rows of a loaded piece past the keys.
-  static __device__ void load_paged_block(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                                          const KernelParams& params, int batch, int head_kv, int n, int keys,
-                                          Rings& rings, int lane) {
+  // Paged K/V (params.pages): the tile's blocks, last first, in pieces of params.page_rows rows,
+  // piece i of a block by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). A piece's table
+  // entry is read one block ahead of its copy: on the producer's sequential path (a block's K waits
+  // for the previous block's V stage) the read's latency would otherwise delay every block.
+  static __device__ void load_paged_blocks(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                           const KernelParams& params, int batch, int head_kv, int seqlen_k,
+                                           const KvRange& range, Rings& rings, int lane) {
     static_assert(Traits::kVarlen, "paged K/V: the varlen kernels' producer warp issues the pieces");
+    // This lane's piece of block n: its first key row, or -1 when the block's keys end before it.
+    auto piece_row = [&](int n) {
+      const int offset = lane * params.page_rows, row = n * kBlockN + offset;
+      return offset < kBlockN && row < seqlen_k ? row : -1;
+    };
+    auto entry_of = [&](int row) { return row < 0 ? 0 : params.pages.entry(batch, row); };
+    int row = piece_row(range.n_last);
+    int entry = entry_of(row);
+    for (int n = range.n_last; n >= range.n_first; --n, rings.stage.advance()) {
+      const int next_row = n > range.n_first ? piece_row(n - 1) : -1;
+      const int next_entry = entry_of(next_row);  // in flight while this block waits for its stages
+      load_paged_block(smem, tm_k, tm_v, params, head_kv, seqlen_k - n * kBlockN, row,
+                       params.pages.page_of(entry), rings, lane);
+      row = next_row;
+      entry = next_entry;
+    }
+  }
+
+  // One paged block: keys [n kBlockN, n kBlockN + keys) (keys >= 1; more than kBlockN: the block is
+  // whole), this lane's piece at key row `row` (-1: none) of page `page`. Pieces wholly past the keys
+  // are not loaded: those K rows are masked (their scores become -inf whatever the stage held) and V
+  // rows [keys, kBlockN) are zeroed (zero_v_tail), as are the rows of a loaded piece past the keys.
+  static __device__ void load_paged_block(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                          const KernelParams& params, int head_kv, int keys, int row, int page,
+                                          Rings& rings, int lane) {
     const int rows = params.page_rows;
     keys = keys < kBlockN ? keys : kBlockN;
-    const int pieces = (keys + rows - 1) / rows;
-    const bool mine = lane < pieces;
-    attn::KvRowLocation at{0, 0};
-    if (mine) at = params.pages.locate(batch, n * kBlockN + lane * rows);
-    const int page = (int)at.batch, in_page = (int)at.row;
+    const uint32_t loaded_rows = uint32_t((keys + rows - 1) / rows * rows);
+    const bool mine = row >= 0;
+    const int in_page = mine ? row % params.pages.page_size : 0;
     const uint32_t piece_elems = uint32_t(lane * rows) * 64u;  // the piece's offset inside each chunk
-    const uint32_t loaded_rows = uint32_t(pieces * rows);
     auto& stage = rings.stage;
 
     ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
