@@ -79,8 +79,15 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
       if (params.page_rows % 8 != 0 || Traits::kBlockN / params.page_rows > 32) {
         return Status::Internal("sm90: paged K/V needs a page size that is a multiple of 8");
       }
-      FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_k, args.k, args.dtype, params.page_rows));
-      FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_v, args.v, args.dtype, params.page_rows));
+      params.paged_whole_blocks = params.page_rows == Traits::kBlockN && !per_chunk_map(args.k.head_dim, Traits::kDqk) &&
+                                  !per_chunk_map(args.v.head_dim, Traits::kDv);
+      if (params.paged_whole_blocks) {
+        FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kDqk, Traits::kBlockN));
+        FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kDv, Traits::kBlockN));
+      } else {
+        FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_k, args.k, args.dtype, params.page_rows));
+        FC_RETURN_IF_ERROR(encode_operand_map_per_chunk(&tm_v, args.v, args.dtype, params.page_rows));
+      }
     } else {
       return Status::Internal("sm90: paged K/V runs on the varlen kernel only (plan.cpp)");
     }

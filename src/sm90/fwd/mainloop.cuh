@@ -253,27 +253,33 @@ struct Producer {
 
     ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
     issue_paged_pieces<Traits::kDqkPad>(smem.k[stage.index] + piece_elems, tm_k, &smem.k_full[stage.index], loaded_rows,
-                                        mine, in_page, head_kv, page, lane);
+                                        mine, in_page, head_kv, page, lane, params.paged_whole_blocks);
     ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
     if (keys < kBlockN) {
       issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_tail, loaded_rows, mine,
-                                         in_page, head_kv, page, lane);
+                                         in_page, head_kv, page, lane, params.paged_whole_blocks);
       zero_v_tail(smem, stage.index, keys, rings.tail_phase, lane);
       rings.tail_phase ^= 1u;
     } else {
       issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_full[stage.index], loaded_rows,
-                                         mine, in_page, head_kv, page, lane);
+                                         mine, in_page, head_kv, page, lane, params.paged_whole_blocks);
     }
   }
   // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any lane's copy can
   // complete on it; then each lane with a piece (`mine`) copies it into every 64-column chunk
-  // ([kPad/64][kBlockN][64]; dst already points at the piece's first row in chunk 0).
+  // ([kPad/64][kBlockN][64]; dst already points at the piece's first row in chunk 0): one 5-D box
+  // for all of them when the piece is the whole block (params.paged_whole_blocks), else a box each.
   template <int kPad>
   static __device__ void issue_paged_pieces(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t rows,
-                                            bool mine, int in_page, int head_kv, int page, int lane) {
+                                            bool mine, int in_page, int head_kv, int page, int lane,
+                                            bool whole_blocks) {
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
     __syncwarp();
     if (!mine) return;
+    if (whole_blocks) {
+      ptx::tma_load_5d(dst, map, full, 0, in_page, 0, head_kv, page);
+      return;
+    }
 #pragma unroll
     for (int c = 0; c < kPad / 64; ++c) ptx::tma_load_4d(dst + c * kBlockN * 64, map, full, 64 * c, in_page, head_kv, page);
   }

@@ -81,6 +81,9 @@ struct KernelParams {
   // count from row 0 of its table row (mainloop.cuh, Producer::load_paged).
   attn::PageTable pages;
   int page_rows = 0;
+  // page_rows == kBlockN and neither map is padded: the maps are the whole-tile 5-D shape (one box
+  // per block, tma.cuh), else per chunk.
+  bool paged_whole_blocks = false;
 };
 
 }  // namespace flashcore::sm90
