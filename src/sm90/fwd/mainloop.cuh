@@ -211,9 +211,12 @@ struct Producer {
   }
 
   // Paged K/V (params.pages): the tile's blocks, last first, in pieces of params.page_rows rows,
-  // piece i of a block by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). A piece's table
-  // entry is read one block ahead of its copy: on the producer's sequential path (a block's K waits
-  // for the previous block's V stage) the read's latency would otherwise delay every block.
+  // piece i of a block by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). Two things keep
+  // the paged bookkeeping (table reads, divisions) off the path the consumers wait on:
+  //   * K runs one block ahead of V: block n - 1's K is issued before block n's V, whose stage
+  //     frees later (P V retires after S). With both in step, every K waited behind the previous
+  //     block's V stage plus the producer's own work, and the consumers waited for K;
+  //   * a piece's table entry is read one block before its K is issued.
   static __device__ void load_paged_blocks(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                                            const KernelParams& params, int batch, int head_kv, int seqlen_k,
                                            const KvRange& range, Rings& rings, int lane) {
@@ -221,48 +224,68 @@ struct Producer {
     // This lane's piece of block n: its first key row, or -1 when the block's keys end before it.
     auto piece_row = [&](int n) {
       const int offset = lane * params.page_rows, row = n * kBlockN + offset;
-      return offset < kBlockN && row < seqlen_k ? row : -1;
+      return n >= range.n_first && offset < kBlockN && row < seqlen_k ? row : -1;
     };
     auto entry_of = [&](int row) { return row < 0 ? 0 : params.pages.entry(batch, row); };
-    int row = piece_row(range.n_last);
+    auto piece_of = [&](int row, int entry) {
+      return PagedPiece{row < 0 ? 0 : row % params.pages.page_size, params.pages.page_of(entry), row >= 0};
+    };
+    ptx::PipelineState<Traits::kStages> k_stage = rings.stage;
+    PagedPiece k_piece = piece_of(piece_row(range.n_last), entry_of(piece_row(range.n_last)));
+    load_paged_k(smem, tm_k, params, head_kv, seqlen_k - range.n_last * kBlockN, k_piece, k_stage, lane);
+    k_stage.advance();
+    int row = piece_row(range.n_last - 1);
     int entry = entry_of(row);
     for (int n = range.n_last; n >= range.n_first; --n, rings.stage.advance()) {
-      const int next_row = n > range.n_first ? piece_row(n - 1) : -1;
-      const int next_entry = entry_of(next_row);  // in flight while this block waits for its stages
-      load_paged_block(smem, tm_k, tm_v, params, head_kv, seqlen_k - n * kBlockN, row,
-                       params.pages.page_of(entry), rings, lane);
-      row = next_row;
-      entry = next_entry;
+      const PagedPiece v_piece = k_piece;
+      if (n > range.n_first) {
+        k_piece = piece_of(row, entry);
+        row = piece_row(n - 2);
+        entry = entry_of(row);  // in flight until block n - 2's K
+        load_paged_k(smem, tm_k, params, head_kv, seqlen_k - (n - 1) * kBlockN, k_piece, k_stage, lane);
+        k_stage.advance();
+      }
+      load_paged_v(smem, tm_v, params, head_kv, seqlen_k - n * kBlockN, v_piece, rings, lane);
     }
   }
 
-  // One paged block: keys [n kBlockN, n kBlockN + keys) (keys >= 1; more than kBlockN: the block is
-  // whole), this lane's piece at key row `row` (-1: none) of page `page`. Pieces wholly past the keys
-  // are not loaded: those K rows are masked (their scores become -inf whatever the stage held) and V
-  // rows [keys, kBlockN) are zeroed (zero_v_tail), as are the rows of a loaded piece past the keys.
-  static __device__ void load_paged_block(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                                          const KernelParams& params, int head_kv, int keys, int row, int page,
-                                          Rings& rings, int lane) {
-    const int rows = params.page_rows;
+  // This lane's piece of one paged block: its first row inside its page, the page, whether it has one.
+  struct PagedPiece {
+    int in_page;
+    int page;
+    bool mine;
+  };
+  // Rows a paged block loads for its first `keys` keys (keys >= 1; more than kBlockN: the block is
+  // whole): whole pieces. Pieces wholly past the keys are not loaded: those K rows are masked (their
+  // scores become -inf whatever the stage held) and V rows [keys, kBlockN) are zeroed (zero_v_tail),
+  // as are the rows of a loaded piece past the keys.
+  static __device__ uint32_t paged_rows_loaded(const KernelParams& params, int keys) {
     keys = keys < kBlockN ? keys : kBlockN;
-    const uint32_t loaded_rows = uint32_t((keys + rows - 1) / rows * rows);
-    const bool mine = row >= 0;
-    const int in_page = mine ? row % params.pages.page_size : 0;
-    const uint32_t piece_elems = uint32_t(lane * rows) * 64u;  // the piece's offset inside each chunk
-    auto& stage = rings.stage;
-
+    return uint32_t((keys + params.page_rows - 1) / params.page_rows * params.page_rows);
+  }
+  static __device__ uint32_t piece_offset(const KernelParams& params, int lane) {
+    return uint32_t(lane * params.page_rows) * 64u;  // elements, inside each 64-column chunk
+  }
+  static __device__ void load_paged_k(Storage& smem, const CUtensorMap* tm_k, const KernelParams& params, int head_kv,
+                                      int keys, const PagedPiece& piece, const ptx::PipelineState<Traits::kStages>& stage,
+                                      int lane) {
     ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
-    issue_paged_pieces<Traits::kDqkPad>(smem.k[stage.index] + piece_elems, tm_k, &smem.k_full[stage.index], loaded_rows,
-                                        mine, in_page, head_kv, page, lane, params.paged_whole_blocks);
-    ptx::mbarrier_wait(&smem.v_empty[stage.index], stage.phase ^ 1u);
+    issue_paged_pieces<Traits::kDqkPad>(smem.k[stage.index] + piece_offset(params, lane), tm_k, &smem.k_full[stage.index],
+                                        paged_rows_loaded(params, keys), piece, head_kv, lane, params.paged_whole_blocks);
+  }
+  static __device__ void load_paged_v(Storage& smem, const CUtensorMap* tm_v, const KernelParams& params, int head_kv,
+                                      int keys, const PagedPiece& piece, Rings& rings, int lane) {
+    const int stage = rings.stage.index;
+    ptx::mbarrier_wait(&smem.v_empty[stage], rings.stage.phase ^ 1u);
+    uint16_t* dst = smem.v[stage] + piece_offset(params, lane);
     if (keys < kBlockN) {
-      issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_tail, loaded_rows, mine,
-                                         in_page, head_kv, page, lane, params.paged_whole_blocks);
-      zero_v_tail(smem, stage.index, keys, rings.tail_phase, lane);
+      issue_paged_pieces<Traits::kDvPad>(dst, tm_v, &smem.v_tail, paged_rows_loaded(params, keys), piece, head_kv, lane,
+                                         params.paged_whole_blocks);
+      zero_v_tail(smem, stage, keys, rings.tail_phase, lane);
       rings.tail_phase ^= 1u;
     } else {
-      issue_paged_pieces<Traits::kDvPad>(smem.v[stage.index] + piece_elems, tm_v, &smem.v_full[stage.index], loaded_rows,
-                                         mine, in_page, head_kv, page, lane, params.paged_whole_blocks);
+      issue_paged_pieces<Traits::kDvPad>(dst, tm_v, &smem.v_full[stage], uint32_t(kBlockN), piece, head_kv, lane,
+                                         params.paged_whole_blocks);
     }
   }
   // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any lane's copy can
@@ -271,17 +294,18 @@ struct Producer {
   // for all of them when the piece is the whole block (params.paged_whole_blocks), else a box each.
   template <int kPad>
   static __device__ void issue_paged_pieces(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t rows,
-                                            bool mine, int in_page, int head_kv, int page, int lane,
-                                            bool whole_blocks) {
+                                            const PagedPiece& piece, int head_kv, int lane, bool whole_blocks) {
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
     __syncwarp();
-    if (!mine) return;
+    if (!piece.mine) return;
     if (whole_blocks) {
-      ptx::tma_load_5d(dst, map, full, 0, in_page, 0, head_kv, page);
+      ptx::tma_load_5d(dst, map, full, 0, piece.in_page, 0, head_kv, piece.page);
       return;
     }
 #pragma unroll
-    for (int c = 0; c < kPad / 64; ++c) ptx::tma_load_4d(dst + c * kBlockN * 64, map, full, 64 * c, in_page, head_kv, page);
+    for (int c = 0; c < kPad / 64; ++c) {
+      ptx::tma_load_4d(dst + c * kBlockN * 64, map, full, 64 * c, piece.in_page, head_kv, piece.page);
+    }
   }
 };
 
