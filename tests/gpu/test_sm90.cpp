@@ -42,6 +42,7 @@ struct Case {
   std::vector<std::pair<int, float>> key_gain;  // testing::TestCase::key_gain
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
   int page_size = 0;           // > 0: K/V in a shuffled page pool (testing::TestCase::page_size)
+  testing::AlibiLayout alibi = testing::AlibiLayout::kNone;
   // Plan overrides (ForwardOverrides), "" / 0 = the plan's own rule:
   const char* schedule = "";   // "serial" | "overlap"
   int block_n = 0;             // the tile config's kBlockN or kAltBlockN
@@ -82,6 +83,7 @@ struct Case {
     }
     if (bhsd) s += "_bhsd";
     if (page_size > 0) s += "_page" + std::to_string(page_size);
+    if (alibi != testing::AlibiLayout::kNone) s += alibi == testing::AlibiLayout::kPerHead ? "_alibiH" : "_alibiBH";
     if (*schedule) s += std::string("_") + schedule;
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
     if (*rescale) s += std::string("_rescale_") + rescale;
@@ -172,6 +174,7 @@ void run_case(const Case& c) {
   tc.key_gain = c.key_gain;
   tc.layout = c.bhsd ? testing::Layout::kBHSD : testing::Layout::kBSHD;
   tc.page_size = c.page_size;
+  tc.alibi = c.alibi;
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
 
@@ -296,6 +299,47 @@ void add_paged_cases(std::vector<Case>& cases, const Case& base) {
     c.heads_q = 4, c.heads_kv = 2, c.page_size = 48, c.input_scale = 10;
     c.varlen_q = {77, 250, 3};
     c.varlen_k = {100, 520, 70};
+  });
+}
+
+// ALiBi (slope * |i + Sk - Sq - j| subtracted after the softcap, in dot units in the kernels):
+// per-head and per-(batch, head) slopes, both causal alignments (the bias stays bottom-right
+// aligned), windows, softcap, varlen, paged, and the kernels without mask code (all keys visible:
+// stream-K tail, cluster, long shape), where the bias is the only per-position term.
+void add_alibi_cases(std::vector<Case>& cases, const Case& base) {
+  using testing::AlibiLayout;
+  auto add = [&](auto edit) {
+    Case c = base;
+    edit(c);
+    cases.push_back(c);
+  };
+  add([](Case& c) { c.batch = 2, c.heads_q = 4, c.heads_kv = 2, c.seqlen_q = 300, c.seqlen_k = 700, c.alibi = AlibiLayout::kPerBatchHead; });
+  add([](Case& c) { c.seqlen_q = c.seqlen_k = 777, c.causal = true, c.alibi = AlibiLayout::kPerHead; });
+  add([](Case& c) {
+    c.seqlen_q = 400, c.seqlen_k = 200, c.causal = true, c.align = MaskAlign::kTopLeft, c.alibi = AlibiLayout::kPerHead;
+  });
+  add([](Case& c) {
+    c.seqlen_q = c.seqlen_k = 500, c.window_left = 64, c.window_right = 16, c.softcap = 30;
+    c.alibi = AlibiLayout::kPerBatchHead;
+  });
+  add([](Case& c) {
+    c.heads_q = 4, c.heads_kv = 2, c.causal = true, c.alibi = AlibiLayout::kPerBatchHead;
+    c.varlen_q = {1, 130, 7, 0, 65, 200};
+    c.varlen_k = {63, 129, 0, 5, 200, 333};
+    c.seqused_k = {40, 129, 0, 5, 77, 300};
+  });
+  add([](Case& c) {
+    c.heads_q = 4, c.heads_kv = 2, c.page_size = 16, c.alibi = AlibiLayout::kPerHead;
+    c.varlen_q = {77, 250, 3};
+    c.varlen_k = {100, 520, 70};
+  });
+  add([](Case& c) {
+    c.heads_q = 3, c.heads_kv = 3, c.seqlen_q = 300, c.seqlen_k = 1000, c.stream_k = "on", c.grid = 5;
+    c.alibi = AlibiLayout::kPerHead;
+  });
+  add([](Case& c) {
+    c.batch = 2, c.heads_q = 4, c.heads_kv = 4, c.seqlen_q = 512, c.seqlen_k = 700, c.cluster = "on";
+    c.long_tiles = "on", c.alibi = AlibiLayout::kPerBatchHead;
   });
 }
 
@@ -446,6 +490,7 @@ std::vector<Case> sweep() {
       add([&](Case& c) { c.varlen_q = {300, 700}; c.varlen_k = {900, 1000}; c.causal = true; c.key_gain = gains; });
       add_varlen_cases(cases, base);
       add_paged_cases(cases, base);
+      add_alibi_cases(cases, base);
       // seqused_k without varlen: keys past it lie inside the tensor map (zeroed V tail).
       add([](Case& c) { c.batch = 3; c.seqlen_q = 150; c.seqlen_k = 300; c.seqused_k = {300, 129, 0}; c.causal = true; });
     }
@@ -630,8 +675,8 @@ TEST(Sm90Supports, RejectsWhatItDoesNotComputeWithAReason) {
   EXPECT_NE(reason(x).find("dtype fp32"), std::string::npos) << reason(x);
   x = p, x.head_dim_qk = x.head_dim_v = 100, set_dense_strides(x);  // not a multiple of 8: no padding
   EXPECT_NE(reason(x).find("head dims 100/100"), std::string::npos) << reason(x);
-  x = p, x.alibi_slopes = static_cast<const float*>(buf);
-  EXPECT_NE(reason(x).find("ALiBi"), std::string::npos) << reason(x);
+  x = p, x.alibi_slopes = static_cast<const float*>(buf);  // ALiBi runs here (head dims up to 256)
+  EXPECT_TRUE(supports(x, KernelPath::kSm90).supported) << reason(x);
   x = p, x.k_seq_stride = 132;  // 264 bytes: not a multiple of 16
   EXPECT_NE(reason(x).find("k_seq_stride"), std::string::npos) << reason(x);
   x = p, x.o_seq_stride = 130;  // O leaves through TMA stores: the same 16-byte rule

@@ -25,6 +25,24 @@ FC_DEVICE void apply_softcap(float* s, const attn::DotSoftcap& softcap) {
   for (int i = 0; i < kAcc; ++i) s[i] = softcap.apply(s[i]);
 }
 
+// The ALiBi bias in dot units subtracted from every score: s -= slope_dot * |i + offset - j|
+// (attn::ScoreTransform, with slope_dot = slope / scale since the kernels fold the scale into exp2).
+// `row0` / `col0` as apply_mask's; `offset` = Sk - Sq of the sequence. The row's distance to col0 is
+// formed once, each element adds its compile-time column offset.
+template <int kAcc>
+FC_DEVICE void apply_alibi(float* s, float slope_dot, int row0, int col0, int offset) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int dist0 = row0 + 8 * r + offset - col0;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      if (acc_row(i) != r) continue;
+      const int dist = dist0 - (8 * (i >> 2) + (i & 1));
+      s[i] = fmaf(-slope_dot, (float)(dist < 0 ? -dist : dist), s[i]);
+    }
+  }
+}
+
 // Scores of invisible (query, key) pairs, keys past Sk included, become -inf.
 // `row0`: this thread's local row 0 as a query index; `col0`: the key of column 2t in this block.
 // The visible keys of a row become two offsets from col0, so each element compares its compile-time

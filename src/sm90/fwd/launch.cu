@@ -111,7 +111,6 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by the sm90 path (fp16, bf16 only)";
   }
-  if (p.alibi_slopes != nullptr) return "ALiBi (alibi_slopes) is not supported by the sm90 path yet";
   // The softmax takes each block's max over the unscaled dots (masked ones -inf) and only then
   // scales it, which gives the max of the scores only for a positive scale. The sm80 path scales
   // first when the scale is not positive.
@@ -121,6 +120,7 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   }
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
   if (p.head_dim_qk >= wide::kMinHeadDim || p.head_dim_v >= wide::kMinHeadDim) {
+    if (p.alibi_slopes != nullptr) return "ALiBi with head dims above 256 is not supported by the sm90 path yet";
 #if defined(FLASHCORE_HAS_SM90_WIDE)
     if (std::string why = wide::why_not(p); !why.empty()) return why;
     return operand_strides_problem(p);
@@ -214,13 +214,17 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   if (p.is_paged()) k.pages = attn::PageTable::of(p);
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;
-  // The score transform of the call (sm90_supports() refuses ALiBi, so it is the same for every
-  // sequence and head), with the scale folded into exp2 and the softcap in dot units.
-  const attn::ScoreTransform transform = attn::make_score_transform(p, 0, 0, p.seqlen_q, p.seqlen_k);
+  // The score transform's scale and softcap (the same for every sequence and head), with the scale
+  // folded into exp2 and the softcap in dot units; the ALiBi slopes (device memory) are read per tile.
+  attn::ScoreTransform transform;
+  transform.scale = attn::softmax_scale(p);
+  transform.softcap = p.softcap;
   k.scale = transform.scale;
   k.scale_log2 = transform.scale * attn::kLog2e;
   k.has_softcap = transform.softcap > 0.0f;
   k.softcap = transform.dot_softcap();
+  k.alibi_slopes = p.alibi_slopes;
+  k.alibi_batch_stride = p.alibi_batch_stride;
   return unit->launch(a, stream);
 }
 

@@ -329,6 +329,10 @@ struct Consumer {
   // the variable's own address plus this (each CTA's window in the cluster's shared space is one
   // contiguous range, so mapa is the same shift for every offset). Set by begin().
   uint32_t peer_shift = 0;
+  // ALiBi of the current tile (params.alibi_slopes): its head's slope in dot units (0: off) and its
+  // sequence's Sk - Sq. Set by run_tile.
+  float alibi_slope_dot = 0.0f;
+  int alibi_offset = 0;
 
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = the K block (sm90/common/gemm.cuh).
@@ -417,10 +421,11 @@ struct Consumer {
   template <bool kMasked = true>
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap);
-    if constexpr (!kMasked) return;
     const int key_first = n_block * kBlockN;
+    const int row0 = wg_row_first + 16 * warp + lane / 4;
+    if (alibi_slope_dot != 0.0f) apply_alibi<kAccS>(s, alibi_slope_dot, row0, key_first + 2 * (lane % 4), alibi_offset);
+    if constexpr (!kMasked) return;
     if (!mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
-      const int row0 = wg_row_first + 16 * warp + lane / 4;
       apply_mask<kAccS>(s, mask, row0, key_first + 2 * (lane % 4));
     }
   }
@@ -545,6 +550,10 @@ struct Consumer {
     for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
     const int wg_row_first = Scheduler::row_first(params, tile) + warpgroup * 64;
     const attn::VisibilityMask& mask = Scheduler::mask(params, tile);  // the tile's sequence's
+    if (params.alibi_slopes != nullptr) {
+      alibi_slope_dot = params.alibi_slopes[tile.batch * params.alibi_batch_stride + tile.head] / params.scale;
+      alibi_offset = mask.seqlen_k - Scheduler::seqlen_q(params, tile);
+    }
 
     if (!range.empty()) {
       // Q of this tile landed (producer -> consumers).

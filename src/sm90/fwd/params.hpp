@@ -38,6 +38,10 @@ struct KernelParams {
   bool has_softcap = false;
   bool always_rescale_o = true;  // false: rescale O only when some row's max moved (tile_config.hpp)
   attn::DotSoftcap softcap;
+  // ALiBi (null: off): slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h], in score units;
+  // the consumers subtract slope / scale * |i + Sk - Sq - j| from the dots (after the softcap).
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 
   // Per-sequence lengths (device pointers, or null), read only by the kVarlen kernels
   // (kernel_traits.cuh): cu_seqlens_q/k pack the sequences along one token axis of the q/o and k/v
