@@ -130,6 +130,10 @@ struct KernelTraits {
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
     // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).
     float2 wait_order_sink[kConsumerWarps];
+    // ALiBi calls: per consumer warp, its tile's slope in dot units and Sk - Sq (as float bits),
+    // written by lane 0 at the tile's start and read in every block's score preparation: kept in
+    // registers across the mainloop they slowed the varlen kernel even with ALiBi off.
+    float2 alibi[kConsumerWarps];
   };
   // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer
   // warpgroup, right after SharedStorage (whose size is a multiple of its 1024-byte alignment).

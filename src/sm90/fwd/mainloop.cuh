@@ -329,10 +329,6 @@ struct Consumer {
   // the variable's own address plus this (each CTA's window in the cluster's shared space is one
   // contiguous range, so mapa is the same shift for every offset). Set by begin().
   uint32_t peer_shift = 0;
-  // ALiBi of the current tile (params.alibi_slopes): its head's slope in dot units (0: off) and its
-  // sequence's Sk - Sq. Set by run_tile.
-  float alibi_slope_dot = 0.0f;
-  int alibi_offset = 0;
 
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = the K block (sm90/common/gemm.cuh).
@@ -421,13 +417,28 @@ struct Consumer {
   template <bool kMasked = true>
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap);
-    const int key_first = n_block * kBlockN;
-    const int row0 = wg_row_first + 16 * warp + lane / 4;
-    if (alibi_slope_dot != 0.0f) apply_alibi<kAccS>(s, alibi_slope_dot, row0, key_first + 2 * (lane % 4), alibi_offset);
+    if (params.alibi_slopes != nullptr) {
+      const float2 alibi = smem.alibi[warpgroup * 4 + warp];  // set_tile_alibi
+      apply_alibi<kAccS>(s, alibi.x, wg_row_first + 16 * warp + lane / 4, n_block * kBlockN + 2 * (lane % 4),
+                         __float_as_int(alibi.y));
+    }
     if constexpr (!kMasked) return;
+    const int key_first = n_block * kBlockN;
     if (!mask.tile_fully_visible(wg_row_first, wg_row_first + 63, key_first, key_first + kBlockN - 1)) {
+      const int row0 = wg_row_first + 16 * warp + lane / 4;
       apply_mask<kAccS>(s, mask, row0, key_first + 2 * (lane % 4));
     }
+  }
+  // ALiBi calls: this warp's slot of the tile's slope (dot units) and Sk - Sq. The two __syncwarp
+  // order lane 0's write after every lane's reads for the previous tile and before their next ones.
+  __device__ void set_tile_alibi(const typename Scheduler::TileT& tile, const attn::VisibilityMask& mask) {
+    __syncwarp();
+    if (lane == 0) {
+      const float slope = params.alibi_slopes[tile.batch * params.alibi_batch_stride + tile.head];
+      smem.alibi[warpgroup * 4 + warp] =
+          make_float2(slope / params.scale, __int_as_float(mask.seqlen_k - Scheduler::seqlen_q(params, tile)));
+    }
+    __syncwarp();
   }
 
   // This warp's 16 rows of S = Q K^T for the K stage in use, on the warp's own tensor cores
@@ -550,10 +561,7 @@ struct Consumer {
     for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
     const int wg_row_first = Scheduler::row_first(params, tile) + warpgroup * 64;
     const attn::VisibilityMask& mask = Scheduler::mask(params, tile);  // the tile's sequence's
-    if (params.alibi_slopes != nullptr) {
-      alibi_slope_dot = params.alibi_slopes[tile.batch * params.alibi_batch_stride + tile.head] / params.scale;
-      alibi_offset = mask.seqlen_k - Scheduler::seqlen_q(params, tile);
-    }
+    if (params.alibi_slopes != nullptr) set_tile_alibi(tile, mask);
 
     if (!range.empty()) {
       // Q of this tile landed (producer -> consumers).
