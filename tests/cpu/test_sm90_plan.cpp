@@ -145,6 +145,34 @@ TEST(Sm90Plan, VarlenRunsTheVarlenKernelWithItsCounter) {
   EXPECT_EQ(plan.workspace_zeroed_bytes, sizeof(int));
 }
 
+// ALiBi calls run on the kernels built with the bias: the default shape's masked kernel (even where
+// every row sees every key, and on the long d128 call that would take clusters) or the varlen one.
+// Paged calls take the varlen kernel too.
+TEST(Sm90Plan, AlibiAndPagedCallsRunTheirOwnKernels) {
+  static const float kSlopes[4] = {};
+  AttentionParams p = call(4, 16384, 4, 128);
+  p.alibi_slopes = kSlopes;
+  const ForwardKernel dense = kernel_of(p);
+  EXPECT_TRUE(dense.alibi);
+  EXPECT_FALSE(dense.all_keys_visible);
+  EXPECT_FALSE(dense.varlen);
+  EXPECT_EQ(dense.cluster_m, 1);
+  EXPECT_EQ(dense.shape, TileShape::kDefault);
+  EXPECT_NE(flashcore::sm90::describe(dense).find("alibi"), std::string::npos);
+  static const int32_t kCu[3] = {0, 100, 300};
+  p.cu_seqlens_q = p.cu_seqlens_k = kCu;
+  p.batch = 2, p.total_q = p.total_k = 300;
+  const ForwardKernel varlen = kernel_of(p);
+  EXPECT_TRUE(varlen.alibi && varlen.varlen);
+  static const int32_t kTable[2] = {0, 1};
+  AttentionParams paged = call(2, 256, 4, 128, true);
+  paged.block_table = kTable, paged.block_table_batch_stride = 1, paged.pages_per_seq = 1;
+  paged.page_size = 256, paged.num_pages = 2;
+  const ForwardKernel k = kernel_of(paged);
+  EXPECT_TRUE(k.varlen);
+  EXPECT_FALSE(k.alibi);
+}
+
 TEST(Sm90Plan, ForcedStreamKTailSizesItsWorkspace) {
   ForwardOverrides o;
   o.max_grid_units = 5;

@@ -302,10 +302,10 @@ void add_paged_cases(std::vector<Case>& cases, const Case& base) {
   });
 }
 
-// ALiBi (slope * |i + Sk - Sq - j| subtracted after the softcap, in dot units in the kernels):
-// per-head and per-(batch, head) slopes, both causal alignments (the bias stays bottom-right
-// aligned), windows, softcap, varlen, paged, and the kernels without mask code (all keys visible:
-// stream-K tail, cluster, long shape), where the bias is the only per-position term.
+// ALiBi (slope * |i + Sk - Sq - j| subtracted after the softcap, in dot units in the kernels; its
+// own builds of the masked and varlen kernels, plan.cpp): per-head and per-(batch, head) slopes,
+// calls in which every row sees every key (fully visible blocks, the stale-max softmax), both
+// causal alignments (the bias stays bottom-right aligned), windows, softcap, varlen, paged, long.
 void add_alibi_cases(std::vector<Case>& cases, const Case& base) {
   using testing::AlibiLayout;
   auto add = [&](auto edit) {
@@ -333,13 +333,9 @@ void add_alibi_cases(std::vector<Case>& cases, const Case& base) {
     c.varlen_q = {77, 250, 3};
     c.varlen_k = {100, 520, 70};
   });
+  add([](Case& c) { c.heads_q = 3, c.heads_kv = 1, c.seqlen_q = 300, c.seqlen_k = 1000, c.alibi = AlibiLayout::kPerHead; });
   add([](Case& c) {
-    c.heads_q = 3, c.heads_kv = 3, c.seqlen_q = 300, c.seqlen_k = 1000, c.stream_k = "on", c.grid = 5;
-    c.alibi = AlibiLayout::kPerHead;
-  });
-  add([](Case& c) {
-    c.batch = 2, c.heads_q = 4, c.heads_kv = 4, c.seqlen_q = 512, c.seqlen_k = 700, c.cluster = "on";
-    c.long_tiles = "on", c.alibi = AlibiLayout::kPerBatchHead;
+    c.heads_q = 2, c.heads_kv = 2, c.seqlen_q = 260, c.seqlen_k = 8200, c.causal = true, c.alibi = AlibiLayout::kPerBatchHead;
   });
 }
 
@@ -569,6 +565,24 @@ TEST(Sm90Sanitizer, PagedCases) {
       c.heads_q = 4, c.heads_kv = 2;
       if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
     }
+  }
+  SKIP_IF_NONE_RAN(kernels);
+}
+
+// The ALiBi kernels for compute-sanitizer: the per-warp slope slot (lane 0's write between two
+// __syncwarp, every lane's reads), dense masked and varlen.
+TEST(Sm90Sanitizer, AlibiCases) {
+  FC_REQUIRE_SM(90);
+  KernelsInBuild kernels;
+  for (int d : {64, 128}) {
+    Case c = small_varlen_case(d, d);
+    c.alibi = testing::AlibiLayout::kPerBatchHead;
+    if (!kernels.take(c.head_dim, c.dv(), c.dtype)) continue;
+    run_case(c);
+    Case dense;
+    dense.head_dim = d, dense.dtype = c.dtype, dense.batch = 2, dense.seqlen_q = 200, dense.seqlen_k = 333;
+    dense.causal = true, dense.alibi = testing::AlibiLayout::kPerHead;
+    run_case(dense);
   }
   SKIP_IF_NONE_RAN(kernels);
 }

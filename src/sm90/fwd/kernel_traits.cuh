@@ -35,7 +35,8 @@ inline constexpr int kWarpgroupBarrier = ptx::kFirstNamedBarrier + 2;
 // kShape_: the tile config's shape (tile_config.hpp, TileShape); other than kDefault for dense
 // (non-varlen) calls only.
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
-          int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault>
+          int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault,
+          bool kAlibi_ = false>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_, kShape_>;
   using Element = Element_;
@@ -44,6 +45,8 @@ struct KernelTraits {
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kClusterM = kClusterM_;
   static constexpr bool kAllKeysVisible = kAllKeysVisible_;
+  // ALiBi calls (plan.cpp: the masked default-shape kernel and the varlen kernel are built with it).
+  static constexpr bool kAlibi = kAlibi_;
   // Equal tiles: the scheduler may split the last waves' tiles along KV (attention/stream_k.hpp).
   static constexpr bool kStreamK = kAllKeysVisible && !kVarlen;
   // Masked dense calls on the long tile shape: the short query block goes first (scheduler.cuh).
@@ -130,9 +133,9 @@ struct KernelTraits {
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from
     // hoisting the wait for O += P V above the softmax (mainloop.cuh, Consumer::pin_before_wait).
     float2 wait_order_sink[kConsumerWarps];
-    // ALiBi calls: per consumer warp, its tile's slope in dot units and Sk - Sq (as float bits),
-    // written by lane 0 at the tile's start and read in every block's score preparation: kept in
-    // registers across the mainloop they slowed the varlen kernel even with ALiBi off.
+    // kAlibi: per consumer warp, its tile's slope in dot units and Sk - Sq (as float bits), written
+    // by lane 0 at the tile's start and read in every block's score preparation (no registers held
+    // across the mainloop).
     float2 alibi[kConsumerWarps];
   };
   // O staging tiles for the TMA-store epilogue, one [Dv/64][64][64] swizzled tile per consumer

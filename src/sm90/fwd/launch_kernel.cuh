@@ -56,6 +56,7 @@ template <class Traits>
 Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   const ForwardKernel& chosen = args.kernel;
   if (chosen.block_n != Traits::kBlockN || chosen.cluster_m != Traits::kClusterM || chosen.varlen != Traits::kVarlen ||
+      chosen.alibi != Traits::kAlibi ||
       chosen.all_keys_visible != Traits::kAllKeysVisible || chosen.schedule != Traits::kSchedule ||
       chosen.head_dim_qk != Traits::kDqk || chosen.head_dim_v != Traits::kDv) {
     return Status::Internal("sm90: the launcher's kernel does not match the plan's (" + describe(chosen) + ")");
@@ -177,6 +178,15 @@ template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using C = TileConfig<kDqk, kDv>;
   const ForwardKernel& k = args.kernel;
+  if (k.alibi) {
+    constexpr bool kVarlen = true;
+    if (k.varlen) {
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, kVarlen), kVarlen,
+                                             1, false, TileShape::kDefault, true>>(args, stream);
+    }
+    return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, !kVarlen), !kVarlen,
+                                           1, false, TileShape::kDefault, true>>(args, stream);
+  }
   if (k.varlen) {
     return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true>>(args,
                                                                                                               stream);

@@ -417,7 +417,7 @@ struct Consumer {
   template <bool kMasked = true>
   __device__ void prepare_scores(float* s, const attn::VisibilityMask& mask, int n_block, int wg_row_first) const {
     if (params.has_softcap) apply_softcap<kAccS>(s, params.softcap);
-    if (params.alibi_slopes != nullptr) {
+    if constexpr (Traits::kAlibi) {
       const float2 alibi = smem.alibi[warpgroup * 4 + warp];  // set_tile_alibi
       apply_alibi<kAccS>(s, alibi.x, wg_row_first + 16 * warp + lane / 4, n_block * kBlockN + 2 * (lane % 4),
                          __float_as_int(alibi.y));
@@ -429,7 +429,7 @@ struct Consumer {
       apply_mask<kAccS>(s, mask, row0, key_first + 2 * (lane % 4));
     }
   }
-  // ALiBi calls: this warp's slot of the tile's slope (dot units) and Sk - Sq. The two __syncwarp
+  // kAlibi: this warp's slot of the tile's slope (dot units) and Sk - Sq. The two __syncwarp
   // order lane 0's write after every lane's reads for the previous tile and before their next ones.
   __device__ void set_tile_alibi(const typename Scheduler::TileT& tile, const attn::VisibilityMask& mask) {
     __syncwarp();
@@ -523,7 +523,7 @@ struct Consumer {
       prepare_scores<kMasked>(s, mask, n, wg_row_first);
       softmax.update<kAccS>(s, params.scale_log2, factor);
     } else {
-      prepare_scores<false>(s, mask, n, wg_row_first);  // the softcap (the block is fully visible)
+      prepare_scores<false>(s, mask, n, wg_row_first);  // softcap and ALiBi (the block is fully visible)
       settle = !__all_sync(0xffffffffu, softmax.exp_against_running_max<kAccS>(s, params.scale_log2, block_sum));
       if (!settle) {
         release_k_and_q(last_block);
@@ -539,7 +539,7 @@ struct Consumer {
     if (settle) {
       if (!softmax.settle_by_power_of_two<kAccS>(s, block_sum, factor)) {
         recompute_scores(s);
-        prepare_scores<false>(s, mask, n, wg_row_first);  // the softcap (the block is fully visible)
+        prepare_scores<false>(s, mask, n, wg_row_first);  // softcap and ALiBi (the block is fully visible)
         softmax.update<kAccS>(s, params.scale_log2, factor);
       }
       release_k_and_q(last_block);
@@ -561,7 +561,7 @@ struct Consumer {
     for (int i = 0; i < kAccO; ++i) o[i] = 0.0f;
     const int wg_row_first = Scheduler::row_first(params, tile) + warpgroup * 64;
     const attn::VisibilityMask& mask = Scheduler::mask(params, tile);  // the tile's sequence's
-    if (params.alibi_slopes != nullptr) set_tile_alibi(tile, mask);
+    if constexpr (Traits::kAlibi) set_tile_alibi(tile, mask);
 
     if (!range.empty()) {
       // Q of this tile landed (producer -> consumers).

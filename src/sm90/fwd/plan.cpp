@@ -108,6 +108,16 @@ Status choose_kernel_of(const AttentionParams& p, int tile_dqk, int tile_dv, con
     kernel->varlen = true;
     kernel->schedule = config.schedule;
     kernel->block_n = config.block_n_for(false, true);
+    kernel->alibi = p.alibi_slopes != nullptr;
+    return Status::Ok();
+  }
+  if (p.alibi_slopes != nullptr) {
+    // ALiBi: its own build of the default shape's masked kernel (KernelTraits::kAlibi). The bias
+    // is a runtime branch in every block's scores otherwise, and that alone cost the kernels
+    // without ALiBi 4 % (docs/design/sm90.md).
+    *kernel = masked_kernel(config, TileShape::kDefault);
+    kernel->schedule = config.schedule;
+    kernel->alibi = true;
     return Status::Ok();
   }
   const Schedule schedule = o.schedule < 0 ? config.schedule : Schedule(o.schedule);
@@ -251,6 +261,7 @@ std::string describe(const ForwardKernel& k) {
   if (k.varlen) s += " varlen";
   if (k.all_keys_visible) s += " all-keys-visible";
   if (k.cluster_m > 1) s += " cluster " + std::to_string(k.cluster_m);
+  if (k.alibi) s += " alibi";
   return s;
 }
 

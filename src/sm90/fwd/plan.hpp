@@ -47,6 +47,7 @@ struct ForwardKernel {
   bool varlen = false;
   bool all_keys_visible = false;  // every query row sees every key: the mask-free main loop
   int cluster_m = 1;
+  bool alibi = false;             // ALiBi calls: the masked (or varlen) kernel built with the bias
   bool tuning_only = false;       // built only with FLASHCORE_BUILD_TUNING_KERNELS
 
   bool stream_k() const { return all_keys_visible && !varlen; }  // KernelTraits::kStreamK
