@@ -67,6 +67,13 @@ std::vector<std::pair<std::string, TestCase>> feature_cases(DType dt, int dqk, i
   tc.seqlen_q = tc.seqlen_k = 257, tc.window_left = 70, tc.window_right = 9, tc.softcap = 30, tc.input_scale = 8;
   out.push_back({"window + softcap", tc});
   tc = base();
+  tc.batch = 2, tc.seqlen_q = 140, tc.seqlen_k = 200, tc.causal = true, tc.softcap = 20;
+  tc.alibi = testing::AlibiLayout::kPerBatchHead;
+  out.push_back({"ALiBi per (batch, head) + softcap, causal", tc});
+  tc = base();
+  tc.varlen_q = {70, 130}, tc.varlen_k = {200, 64}, tc.batch = 2, tc.alibi = testing::AlibiLayout::kPerHead;
+  out.push_back({"ALiBi per head, varlen", tc});
+  tc = base();
   tc.heads_q = 4, tc.heads_kv = 1, tc.seqlen_q = 65, tc.seqlen_k = 190;
   out.push_back({"MQA 4/1", tc});
   tc = base();

@@ -120,7 +120,6 @@ std::string sm90_supports(const AttentionParams& p, const detail::DeviceInfo& d)
   }
   const std::string dims = "head dims " + std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v);
   if (p.head_dim_qk >= wide::kMinHeadDim || p.head_dim_v >= wide::kMinHeadDim) {
-    if (p.alibi_slopes != nullptr) return "ALiBi with head dims above 256 is not supported by the sm90 path yet";
 #if defined(FLASHCORE_HAS_SM90_WIDE)
     if (std::string why = wide::why_not(p); !why.empty()) return why;
     return operand_strides_problem(p);

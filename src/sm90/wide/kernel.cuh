@@ -63,6 +63,11 @@ struct WideParams {
   float scale_log2 = 1.0f;
   bool has_softcap = false;
   attn::DotSoftcap softcap;
+  // ALiBi (null: off): slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; the consumers
+  // subtract slope * inv_scale * |i + Sk - Sq - j| from the dots after the softcap.
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
+  float inv_scale = 1.0f;
 };
 
 template <int kDqk_, int kDv_, typename Element_>
@@ -229,6 +234,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int thread_in_wg = threadIdx.x - 128 * (kWg + 1);
     const int g = lane / 4, t = lane % 4;
     const int my_row0 = row0 + 16 * warp + g;  // this thread's local row 0; row 1 is 8 further
+    // ALiBi: the CTA's one (sequence, head) slope in dot units, 0 when off.
+    const float alibi_slope_dot =
+        params.alibi_slopes != nullptr ? params.alibi_slopes[batch * params.alibi_batch_stride + head] * params.inv_scale
+                                       : 0.0f;
 
     float o[kVOwn][32];
 #pragma unroll
@@ -294,6 +303,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Score transform, mask, online softmax (O rescaled), P packed as the A operand of P V.
     auto softmax_to_p = [&](float* s, int n, uint32_t* p) {
       if (params.has_softcap) apply_softcap<32>(s, params.softcap);
+      if (alibi_slope_dot != 0.0f) apply_alibi<32>(s, alibi_slope_dot, my_row0, n * 64 + 2 * t, seq.seqlen_k - seq.seqlen_q);
       if (!mask.tile_fully_visible(row0, row0 + 63, n * 64, n * 64 + 63)) {
         apply_mask<32>(s, mask, my_row0, n * 64 + 2 * t);
       }
@@ -432,10 +442,16 @@ Status launch_wide(const AttentionParams& p, cudaStream_t stream) {
   w.v_per_chunk = per_chunk_map(p.head_dim_v, v_tile_dim);
   w.rule = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
   w.mask_align = p.mask_align;
-  const attn::ScoreTransform transform = attn::make_score_transform(p, 0, 0, p.seqlen_q, p.seqlen_k);
+  // The scale and softcap (the ALiBi slopes are device memory, read by the kernel).
+  attn::ScoreTransform transform;
+  transform.scale = attn::softmax_scale(p);
+  transform.softcap = p.softcap;
   w.scale_log2 = transform.scale * attn::kLog2e;
   w.has_softcap = transform.softcap > 0.0f;
   w.softcap = transform.dot_softcap();
+  w.alibi_slopes = p.alibi_slopes;
+  w.alibi_batch_stride = p.alibi_batch_stride;
+  w.inv_scale = 1.0f / transform.scale;
   auto kernel = &wide_forward_kernel<Traits>;
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Traits::kSmemBytes)));
   const dim3 grid(unsigned((p.seqlen_q + 63) / 64 * dv_parts), unsigned(p.heads_q), unsigned(p.batch));
