@@ -199,6 +199,39 @@ TEST(DecodeDispatch, AutoPicksDecodeForDecodeShapesAndPagedCalls) {
   }
 }
 
+// The rule behind the dispatch above, without a device (an H100 as supports() sees it): the decode
+// path supports a prefill-shaped paged call but defers it to sm90 under automatic dispatch while
+// sm90 takes it; not a decode-shaped one, nor one sm90 refuses (pages of 12 rows), nor dense or
+// batch-indexed K/V.
+TEST(DecodeDispatch, DefersPrefillShapedPagedCallsToSm90WithoutADevice) {
+  detail::DeviceInfo info;
+  info.has_device = true, info.cc_major = 9, info.cc_minor = 0, info.sm_count = 132;
+  info.max_smem_per_block_optin = 227 * 1024;
+  alignas(16) static int32_t table[2 * 4] = {0, 1, 2, 3, 4, 5, 6, 7};
+  AttentionParams p;
+  p.batch = 2, p.seqlen_q = 512, p.seqlen_k = 256, p.heads_q = 8, p.heads_kv = 2;
+  p.head_dim_qk = p.head_dim_v = 128, p.dtype = DType::kBFloat16;
+  p.q = p.k = p.v = p.o = reinterpret_cast<void*>(uintptr_t(1) << 20);
+  set_dense_strides(p);
+  p.block_table = table, p.block_table_batch_stride = 4, p.pages_per_seq = 4, p.page_size = 64, p.num_pages = 8;
+  p.k_batch_stride = p.v_batch_stride = int64_t(p.page_size) * p.k_seq_stride;
+  const detail::PathOps decode = detail::decode_path();
+  const std::string sm90_why = detail::sm90_path().supports(p, info);
+  if (!sm90_why.empty()) GTEST_SKIP() << "the sm90 path does not take this call in this build: " << sm90_why;
+  const std::string decode_why = decode.supports(p, info);
+  if (!decode_why.empty()) GTEST_SKIP() << "the decode path is not in this build: " << decode_why;
+  ASSERT_NE(decode.defers, nullptr);
+  EXPECT_NE(decode.defers(p, info).find("prefill-shaped paged call"), std::string::npos) << decode.defers(p, info);
+  AttentionParams x = p;
+  x.seqlen_q = 8;  // 32 packed rows per KV head: decode-shaped
+  EXPECT_EQ(decode.defers(x, info), "");
+  x = p, x.page_size = 12, x.pages_per_seq = 22, x.k_batch_stride = x.v_batch_stride = 12 * p.k_seq_stride;
+  EXPECT_EQ(decode.defers(x, info), "");  // sm90 refuses pages of 12 rows: the decode path keeps the call
+  x = p, x.block_table = nullptr;
+  set_dense_strides(x);
+  EXPECT_EQ(decode.defers(x, info), "");  // dense K/V: the decode path does not take it in the first place
+}
+
 // 32k-token caches (too long for the CPU reference), GQA 8, against the naive GPU reference, with
 // the plan's split count and a forced large one. Bound: a few units of the dtype's rounding.
 TEST(DecodeLargeShapes, MatchNaiveGpuReference) {
