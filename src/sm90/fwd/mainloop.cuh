@@ -214,8 +214,8 @@ struct Producer {
   // piece i of a block by lane i (kBlockN / page_rows <= 32: launch_kernel.cuh). Two things keep
   // the paged bookkeeping (table reads, divisions) off the path the consumers wait on:
   //   * K runs one block ahead of V: block n - 1's K is issued before block n's V, whose stage
-  //     frees later (P V retires after S). With both in step, every K waited behind the previous
-  //     block's V stage plus the producer's own work, and the consumers waited for K;
+  //     frees later (P V retires after S), so a K never waits behind a V stage and the producer's
+  //     work between the two (with a two-stage ring that delay lands on the consumers' next S);
   //   * a piece's table entry is read one block before its K is issued.
   static __device__ void load_paged_blocks(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                                            const KernelParams& params, int batch, int head_kv, int seqlen_k,

@@ -112,9 +112,9 @@ Status choose_kernel_of(const AttentionParams& p, int tile_dqk, int tile_dv, con
     return Status::Ok();
   }
   if (p.alibi_slopes != nullptr) {
-    // ALiBi: its own build of the default shape's masked kernel (KernelTraits::kAlibi). The bias
-    // is a runtime branch in every block's scores otherwise, and that alone cost the kernels
-    // without ALiBi 4 % (docs/design/sm90.md).
+    // ALiBi: its own build of the default shape's masked kernel (KernelTraits::kAlibi): as a
+    // runtime branch in every block's score preparation the bias slows the calls without it
+    // (docs/design/sm90.md).
     *kernel = masked_kernel(config, TileShape::kDefault);
     kernel->schedule = config.schedule;
     kernel->alibi = true;
