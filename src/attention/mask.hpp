@@ -95,11 +95,12 @@ FC_HOST_DEVICE SequenceExtent sequence_extent(const int32_t* cu_seqlens_q, const
 // With the KV-cache fields: a paged sequence's rows count from 0 in its block-table row (cu_seqlens_k
 // then only give lengths), and left padding moves the first key to row leftpad_k[b] (clamped into
 // the sequence, as every kernel must read inside it even when the caller's array is wrong).
+// The key-row bound of paged calls, in place of total_k: their keys live in the page pool, so
+// cu_seqlens_k give lengths only (kv_row_location clamps pages).
+inline constexpr int64_t kPagedKeyRowBound = int64_t(1) << 62;
 FC_HOST_DEVICE SequenceExtent sequence_extent(const AttentionParams& p, int b) {
-  // Paged keys live in the page pool (cu_seqlens_k give lengths only; kv_row_location clamps pages).
-  constexpr int64_t kUnbounded = int64_t(1) << 62;
   SequenceExtent e = sequence_extent(p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.seqlen_q, p.seqlen_k, p.total_q,
-                                     p.block_table != nullptr ? kUnbounded : p.total_k, b);
+                                     p.block_table != nullptr ? kPagedKeyRowBound : p.total_k, b);
   if (p.block_table != nullptr) e.k_start = 0;
   if (p.leftpad_k != nullptr) {
     const int pad = p.leftpad_k[b] < 0 ? 0 : p.leftpad_k[b] > e.seqlen_k ? e.seqlen_k : p.leftpad_k[b];

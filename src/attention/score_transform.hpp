@@ -109,12 +109,19 @@ FC_HOST_DEVICE float softmax_scale(const AttentionParams& p) {
   return p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / sqrtf((float)p.head_dim_qk);
 }
 
-// The score transform of one (sequence, head).
-FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
-                                                   int seqlen_q, int seqlen_k) {
+// The parts of the score transform every sequence and head share (scale, softcap; ALiBi off): what
+// a launcher forms on the host, where the ALiBi slopes are device memory its kernel reads.
+FC_HOST_DEVICE ScoreTransform shared_score_transform(const AttentionParams& p) {
   ScoreTransform t;
   t.scale = softmax_scale(p);
   t.softcap = p.softcap;
+  return t;
+}
+
+// The score transform of one (sequence, head).
+FC_HOST_DEVICE ScoreTransform make_score_transform(const AttentionParams& p, int b, int h,
+                                                   int seqlen_q, int seqlen_k) {
+  ScoreTransform t = shared_score_transform(p);
   if (p.alibi_slopes != nullptr) t.alibi_slope = p.alibi_slopes[b * p.alibi_batch_stride + h];
   t.alibi_offset = seqlen_k - seqlen_q;
   return t;

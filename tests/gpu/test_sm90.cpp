@@ -543,48 +543,53 @@ Case small_varlen_case(int dqk, int dv) {
   return c;
 }
 
-TEST(Sm90Sanitizer, SmallVarlenCases) {
-  FC_REQUIRE_SM(90);
+// Runs the cases whose kernels this build holds (printing the others); skips when none is.
+void run_cases_in_build(const std::vector<Case>& cases) {
   KernelsInBuild kernels;
-  for (int d : {96, 128, 192}) {
-    const Case c = small_varlen_case(d, d == 192 ? 128 : d);
+  for (const Case& c : cases) {
     if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
   }
   SKIP_IF_NONE_RAN(kernels);
+}
+
+TEST(Sm90Sanitizer, SmallVarlenCases) {
+  FC_REQUIRE_SM(90);
+  std::vector<Case> cases;
+  for (int d : {96, 128, 192}) cases.push_back(small_varlen_case(d, d == 192 ? 128 : d));
+  run_cases_in_build(cases);
 }
 
 // Paged K/V for compute-sanitizer: pieces issued by several lanes of the producer warp into one
 // stage, the zeroed V tail of a paged block, pages of 16 and 48 rows, a padded head dim (72 -> 80).
 TEST(Sm90Sanitizer, PagedCases) {
   FC_REQUIRE_SM(90);
-  KernelsInBuild kernels;
+  std::vector<Case> cases;
   for (int d : {72, 128}) {
     for (int page_size : {16, 48}) {
       Case c = small_varlen_case(d, d);
       c.page_size = page_size;
       c.heads_q = 4, c.heads_kv = 2;
-      if (kernels.take(c.head_dim, c.dv(), c.dtype)) run_case(c);
+      cases.push_back(c);
     }
   }
-  SKIP_IF_NONE_RAN(kernels);
+  run_cases_in_build(cases);
 }
 
 // The ALiBi kernels for compute-sanitizer: the per-warp slope slot (lane 0's write between two
-// __syncwarp, every lane's reads), dense masked and varlen.
+// __syncwarp, every lane's reads), varlen and dense masked.
 TEST(Sm90Sanitizer, AlibiCases) {
   FC_REQUIRE_SM(90);
-  KernelsInBuild kernels;
+  std::vector<Case> cases;
   for (int d : {64, 128}) {
     Case c = small_varlen_case(d, d);
     c.alibi = testing::AlibiLayout::kPerBatchHead;
-    if (!kernels.take(c.head_dim, c.dv(), c.dtype)) continue;
-    run_case(c);
+    cases.push_back(c);
     Case dense;
     dense.head_dim = d, dense.dtype = c.dtype, dense.batch = 2, dense.seqlen_q = 200, dense.seqlen_k = 333;
     dense.causal = true, dense.alibi = testing::AlibiLayout::kPerHead;
-    run_case(dense);
+    cases.push_back(dense);
   }
-  SKIP_IF_NONE_RAN(kernels);
+  run_cases_in_build(cases);
 }
 
 // The two-CTA cluster kernel for compute-sanitizer: multicast K/V copies into both CTAs' stages and

@@ -41,10 +41,6 @@ Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
 // A legal stand-in stride for a dimension of extent 1 (its coordinate is always 0).
 int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride : 8; }
 
-}  // namespace
-
-namespace {
-
 // The fields both operand map shapes share.
 struct OperandMapBasics {
   CUtensorMapDataType type;

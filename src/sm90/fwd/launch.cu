@@ -207,17 +207,15 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   k.cu_seqlens_k = p.cu_seqlens_k;
   k.seqused_k = p.seqused_k;
   k.total_q = p.total_q;
-  // Paged keys live in the pool: cu_seqlens_k give lengths only (attn::sequence_extent's rule), and
-  // the producer counts a sequence's keys from row 0 of its table row.
-  k.total_k = p.is_paged() ? int64_t(1) << 62 : p.total_k;
+  // Paged keys live in the pool (attn::sequence_extent's rule); the producer counts a sequence's
+  // keys from row 0 of its table row.
+  k.total_k = p.is_paged() ? attn::kPagedKeyRowBound : p.total_k;
   if (p.is_paged()) k.pages = attn::PageTable::of(p);
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;
-  // The score transform's scale and softcap (the same for every sequence and head), with the scale
-  // folded into exp2 and the softcap in dot units; the ALiBi slopes (device memory) are read per tile.
-  attn::ScoreTransform transform;
-  transform.scale = attn::softmax_scale(p);
-  transform.softcap = p.softcap;
+  // The score transform's scale and softcap, with the scale folded into exp2 and the softcap in dot
+  // units; the kernel reads the ALiBi slopes per tile.
+  const attn::ScoreTransform transform = attn::shared_score_transform(p);
   k.scale = transform.scale;
   k.scale_log2 = transform.scale * attn::kLog2e;
   k.has_softcap = transform.softcap > 0.0f;

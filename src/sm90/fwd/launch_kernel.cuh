@@ -178,14 +178,13 @@ template <int kDqk, int kDv, typename Element>
 Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
   using C = TileConfig<kDqk, kDv>;
   const ForwardKernel& k = args.kernel;
-  if (k.alibi) {
-    constexpr bool kVarlen = true;
+  if (k.alibi) {  // the ALiBi builds: varlen, or the default shape's masked kernel (plan.cpp)
     if (k.varlen) {
-      return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, kVarlen), kVarlen,
-                                             1, false, TileShape::kDefault, true>>(args, stream);
+      return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true, 1,
+                                             false, TileShape::kDefault, true>>(args, stream);
     }
-    return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, !kVarlen), !kVarlen,
-                                           1, false, TileShape::kDefault, true>>(args, stream);
+    return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, false), false, 1,
+                                           false, TileShape::kDefault, true>>(args, stream);
   }
   if (k.varlen) {
     return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true>>(args,

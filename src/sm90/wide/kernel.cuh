@@ -442,10 +442,8 @@ Status launch_wide(const AttentionParams& p, cudaStream_t stream) {
   w.v_per_chunk = per_chunk_map(p.head_dim_v, v_tile_dim);
   w.rule = attn::make_mask(p, p.seqlen_q, p.seqlen_k);
   w.mask_align = p.mask_align;
-  // The scale and softcap (the ALiBi slopes are device memory, read by the kernel).
-  attn::ScoreTransform transform;
-  transform.scale = attn::softmax_scale(p);
-  transform.softcap = p.softcap;
+  // The scale and softcap (the kernel reads the ALiBi slopes).
+  const attn::ScoreTransform transform = attn::shared_score_transform(p);
   w.scale_log2 = transform.scale * attn::kLog2e;
   w.has_softcap = transform.softcap > 0.0f;
   w.softcap = transform.dot_softcap();
