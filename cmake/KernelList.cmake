@@ -6,8 +6,9 @@
 # entry in the path's tuning table (src/sm90/fwd/tile_config.hpp, src/sm80/fwd/tile_config.hpp);
 # the build fails otherwise. FLASHCORE_HEAD_DIMS and FLASHCORE_DTYPES prune what is compiled.
 
-# sm80 forward (mma.sync): fp16/bf16 on m16n8k16, fp32 on 3xTF32 m16n8k8. fp32 d192 / d256 run as
-# two launches of the Dv/2 kernels 192/96 and 256/128 (src/sm80/fwd/launch.cu).
+# sm80 forward (mma.sync): fp16/bf16 on m16n8k16, fp32 on 3xTF32 m16n8k8. A call no pair covers runs
+# as launches over parts of Dv on a pair with Dqk >= its own (src/sm80/fwd/launch.cu): fp32 d192 /
+# d256 on 192/96 and 256/128, head dims above 256 on 512/256, 576/256 and 1024/256.
 flashcore_kernel(sm80 fwd 32 32 fp16 bf16 fp32)
 flashcore_kernel(sm80 fwd 64 64 fp16 bf16 fp32)
 flashcore_kernel(sm80 fwd 96 96 fp16 bf16 fp32)
@@ -19,6 +20,9 @@ flashcore_kernel(sm80 fwd 128 64 fp16 bf16)
 flashcore_kernel(sm80 fwd 64 128 fp16 bf16)
 flashcore_kernel(sm80 fwd 256 128 fp16 bf16 fp32)
 flashcore_kernel(sm80 fwd 192 96 fp32)
+flashcore_kernel(sm80 fwd 512 256 fp16 bf16)
+flashcore_kernel(sm80 fwd 576 256 fp16 bf16)
+flashcore_kernel(sm80 fwd 1024 256 fp16 bf16)
 
 # sm80 backward (mma.sync m16n8k16), 16-bit only (fp32 runs on the naive GPU backward). A CTA keeps
 # dK and dV of its keys in registers: whole rows up to d128, column halves (64 keys per CTA) for

@@ -36,7 +36,7 @@ BENCH=standard
 # Sanitizers run on a representative subset of each suite (they slow kernels 10-100x): every
 # naive-reference and device-validation test, the sm80 backward's sanitizer case (every feature at d64,
 # d128 and d256, fp16, both dQ modes), the sm90 wide kernels' own tiles (every feature), the sm80 sanitizer case (every feature, small
-# shapes, fp32 and Dqk != Dv included; fp32 d192/d256 as two half-V launches), the sm90 varlen sanitizer cases, sm90 sweep cases with tails (Sq 65/Sk 300 causal, Sq 7/Sk 1, all head dims and dtypes),
+# shapes, fp32 and Dqk != Dv included; fp32 d192/d256 as two half-V launches; the wide tiles 512/256 and 1024/256 over every Dv part), the sm90 varlen sanitizer cases, sm90 sweep cases with tails (Sq 65/Sk 300 causal, Sq 7/Sk 1, all head dims and dtypes),
 # the mask-free main loop of calls whose rows see every key over eight KV blocks (Sq = Sk = 1023, non-causal),
 # the long and short tile shapes (cases forced through flashcore::ForwardOverrides), NaN rows on both fused paths,
 # and the softmax ladder's correctness sweep.

@@ -65,6 +65,26 @@ const Entry* find_covering_kernel(const Entry (&table)[N], int head_dim_qk, int 
   return best;
 }
 
+// Dv in parts: a call that no kernel covers may run as ceil(Dv / kernel Dv) launches (or CTAs per
+// query block) of a kernel with Dqk >= its own, part z computing O's columns [z kernel Dv,
+// (z + 1) kernel Dv) and S again; the last part is padded like a covered call. The entry with the
+// least work per query block, parts x (kernel Dqk + kernel Dv), and its part count; nullptr if none.
+template <typename Entry, size_t N>
+const Entry* find_dv_parts_kernel(const Entry (&table)[N], int head_dim_qk, int head_dim_v, DType dtype,
+                                  int* parts) {
+  const Entry* best = nullptr;
+  long best_cost = 0;
+  *parts = 0;
+  if (head_dim_qk % kPaddedHeadDimMultiple != 0 || head_dim_v % kPaddedHeadDimMultiple != 0) return nullptr;
+  for (const Entry& k : table) {
+    if (k.head_dim_qk == 0 || k.dtype != dtype || k.head_dim_qk < head_dim_qk) continue;
+    const int n = (head_dim_v + k.head_dim_v - 1) / k.head_dim_v;
+    const long cost = long(n) * (k.head_dim_qk + k.head_dim_v);
+    if (best == nullptr || cost < best_cost) best = &k, best_cost = cost, *parts = n;
+  }
+  return best;
+}
+
 // A kernel the list declares for a path, built or not: what the path can run in some build.
 struct DeclaredKernel {
   int head_dim_qk;

@@ -1,6 +1,7 @@
 // The sm80 path's entry in the dispatch table: supports() says exactly why a call cannot run here
 // (device, head dims and dtype of this build, architecture, alignment, shared memory), run() picks
 // the instantiation for (Dqk, Dv, dtype): fp16/bf16 on mma.m16n8k16, fp32 on 3xTF32 mma.m16n8k8.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,6 +12,7 @@
 #include "api/built_kernels.hpp"
 #include "api/paths.hpp"
 #include "attention/mask.hpp"
+#include "common/cuda_check.hpp"
 #include "sm80/fwd/launch_fwd.hpp"
 #include "sm80/fwd/tile_config.hpp"
 
@@ -23,8 +25,9 @@ using LaunchFn = Status (*)(const AttentionParams&, cudaStream_t);
 using Instantiation = BuiltKernel<LaunchFn>;
 
 // What this build compiled, from the kernel list (cmake/KernelList.cmake). fp32 (3xTF32, see
-// common/gemm.cuh) has the equal pairs up to 128 and the half-V pairs 192/96 and 256/128, which
-// also serve fp32 d192 / d256 (see plan_for below).
+// common/gemm.cuh) has the equal pairs up to 128 and the half-V pairs 192/96 and 256/128; 16-bit
+// head dims above 256 have 512/256, 576/256 and 1024/256. The half-V pairs and the wide ones run
+// calls in parts of Dv (see plan_for below).
 constexpr Instantiation kInstantiations[] = {
 #define FLASHCORE_KERNEL(DQK, DV, DTYPE, ELEMENT, BUILT) \
   FLASHCORE_BUILT_ENTRY(BUILT, (&sm80::launch_fwd<DQK, DV, ELEMENT>), DQK, DV, DTYPE)
@@ -33,28 +36,24 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
-// The kernel that runs a call: its own (Dqk, Dv) instantiation or the covering one it is padded to,
-// or for fp32 with Dv > 128 (a multiple of 16) the one covering (Dqk, Dv/2), launched once per half
-// of V and O. No single fp32 kernel fits there (one m16 tile
-// per warp holds 128 fp32 O accumulators and every tile shape spills, see tile_config.hpp); each
-// half launch recomputes the same scores and softmax, so every output element is exactly what one
-// kernel would compute, at twice the Q K^T work.
+// The kernel that runs a call: its own (Dqk, Dv) instantiation or the covering one it is padded to;
+// else a kernel with Dqk >= the call's, launched once per part of Dv (api/built_kernels.hpp,
+// find_dv_parts_kernel). Parts are how fp32 d192 / d256 run (one m16 tile per warp holds 128 fp32 O
+// accumulators there and every fp32 tile shape spills, see tile_config.hpp) and how 16-bit head dims
+// above 256 run (the tile's O is 256 columns). Each part recomputes the same scores and softmax, so
+// every output element is exactly what one kernel would compute, at parts x the Q K^T work.
 struct Plan {
   const Instantiation* inst = nullptr;
-  bool split_v = false;  // launch inst twice: V[..., :Dv/2] -> O[..., :Dv/2], then the upper halves
+  int parts = 1;  // launches; part z reads V[..., z W:(z + 1) W] and writes O's same columns (W: inst's Dv)
 };
 
 Plan plan_for(const AttentionParams& p) {
-  // The call's own pair, or the covering one it is padded to (api/built_kernels.hpp, covers).
   if (const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype)) {
-    return {inst, false};
+    return {inst, 1};
   }
-  if (p.dtype == DType::kFloat32 && p.head_dim_v > 128 && p.head_dim_v % 16 == 0) {
-    if (const Instantiation* half = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v / 2, p.dtype)) {
-      return {half, true};
-    }
-  }
-  return {};
+  Plan plan;
+  plan.inst = find_dv_parts_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype, &plan.parts);
+  return plan;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -74,8 +73,7 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
     return "head dims Dqk=" + std::to_string(p.head_dim_qk) + ", Dv=" + std::to_string(p.head_dim_v) + " in " +
            dtype_name(p.dtype) + " are not in this build of the sm80 path (built: " +
            built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
-           std::to_string(kPaddedHeadDimMultiple) + "; fp32 Dv > 128 runs as two Dv/2 launches" +
-           ")";
+           std::to_string(kPaddedHeadDimMultiple) + ", or in parts of Dv on a pair with Dqk >= the call's)";
   }
   const int smem = sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, dtype_size(p.dtype));
   if (size_t(smem) > d.max_smem_per_block_optin) {
@@ -84,8 +82,8 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
            std::to_string(d.max_smem_per_block_optin);
   }
-  // 16-byte vector loads/stores: every row start must be 16-byte aligned. (The upper half views of
-  // a split launch start Dv/2 fp32, a multiple of 8 floats, further: aligned too.)
+  // 16-byte vector loads/stores: every row start must be 16-byte aligned. (The views of a Dv part
+  // start a multiple of the kernel's Dv further: aligned too.)
   const struct {
     const char* name;
     const void* ptr;
@@ -112,18 +110,20 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
 Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
   const Plan plan = plan_for(p);
   if (plan.inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
-  if (!plan.split_v) return plan.inst->launch(p, stream);
-  // Same strides, base pointers of V and O offset by Dv/2 elements for the upper half; LSE (the same
-  // in both launches) is written by the first one only.
-  const int half = p.head_dim_v / 2;
-  AttentionParams lo = p;
-  lo.head_dim_v = half;
-  AttentionParams hi = lo;
-  hi.v = static_cast<const float*>(p.v) + half;
-  hi.o = static_cast<float*>(p.o) + half;
-  hi.lse = nullptr;
-  const Status first = plan.inst->launch(lo, stream);
-  return first.ok() ? plan.inst->launch(hi, stream) : first;
+  if (plan.parts == 1) return plan.inst->launch(p, stream);
+  // Same strides; V and O base pointers offset by z W elements for part z. LSE (the same in every
+  // part) is written by the first one only.
+  const int width = plan.inst->head_dim_v;
+  const size_t elem = dtype_size(p.dtype);
+  for (int z = 0; z < plan.parts; ++z) {
+    AttentionParams part = p;
+    part.head_dim_v = std::min(width, p.head_dim_v - z * width);
+    part.v = static_cast<const char*>(p.v) + size_t(z) * width * elem;
+    part.o = static_cast<char*>(p.o) + size_t(z) * width * elem;
+    if (z > 0) part.lse = nullptr;
+    FC_RETURN_IF_ERROR(plan.inst->launch(part, stream));
+  }
+  return Status::Ok();
 }
 
 }  // namespace

@@ -65,7 +65,16 @@ constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes =
   // with two stages); 255 registers, no spill; 1.00-1.16x FA2 on every d128 fp16/bf16 row.
   if (d <= 128) return {128, 64, 4, 1};
   if (d <= 192) return {128, 64, 8, 1};
-  return {128, 64, 8, 1};  // 256: 135 KB of shared memory, one CTA per SM
+  if (d <= 256) return {128, 64, 8, 1};  // 135 KB of shared memory, one CTA per SM
+  // Above 256 (the sm90 wide kernels' head dims, here for GPUs without them): Q stays whole in
+  // shared memory, so Dqk sets the tile; O is 256 columns wide (128 fp32 per thread, d256's count)
+  // and a wider Dv runs as launches over 256-column parts (launch.cu). Sized for an A100's 163 KB:
+  // Dqk 512 (and 320..448 padded to it) 64 x 32 x 4 warps, 117 KB; Dqk 576 (MLA) the same, 129 KB;
+  // Dqk 1024 32 x 32 x 2 warps, 149 KB (64 query rows would need 215 KB). 229 registers, no spill
+  // (sm_80 and sm_90a). H100 bf16 B1 H16 S4k, TFLOPS counting one S per query block: 512/512 131,
+  // 1024/1024 43; the sm90 wide kernel runs 512/512 at 435. Untimed against other shapes.
+  if (head_dim_qk <= 576) return {64, 32, 4, 1};
+  return {32, 32, 2, 1};
 }
 
 // Shared-memory row padding in elements, chosen so the fragment loads need no swizzle:

@@ -22,21 +22,10 @@ constexpr Instantiation kInstantiations[] = {
     {0, 0, DType::kFloat32, nullptr},  // end marker (keeps the table non-empty in pruned builds)
 };
 
-// The tile a call runs on: Dqk <= the tile's, Dv in ceil(Dv / tile Dv) parts (each part computes
-// S again), the least work per query block, parts x (tile Dqk + tile Dv); nullptr if none.
+// The tile a call runs on (api/built_kernels.hpp: find_dv_parts_kernel); nullptr if none.
 const Instantiation* wide_tile(const AttentionParams& p) {
-  if (p.head_dim_qk % detail::kPaddedHeadDimMultiple != 0 || p.head_dim_v % detail::kPaddedHeadDimMultiple != 0) {
-    return nullptr;
-  }
-  const Instantiation* best = nullptr;
-  long best_cost = 0;
-  for (const Instantiation& k : kInstantiations) {
-    if (k.launch == nullptr || k.dtype != p.dtype || k.head_dim_qk < p.head_dim_qk) continue;
-    const long parts = (p.head_dim_v + k.head_dim_v - 1) / k.head_dim_v;
-    const long cost = parts * (k.head_dim_qk + k.head_dim_v);
-    if (best == nullptr || cost < best_cost) best = &k, best_cost = cost;
-  }
-  return best;
+  int parts = 0;
+  return detail::find_dv_parts_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype, &parts);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
-// The sm90 wide kernels (head dims above 256, src/sm90/wide; built with FLASHCORE_BUILD_SM90_WIDE=ON)
-// against the fp64 reference, every tile and padded / split-Dv calls: tails, both causal alignments
-// (rows with no key), a window with softcap, GQA and MQA, PyTorch's BHSD strides, no keys at all,
-// varlen and seqused_k. Skips, saying so, in builds without them.
+// Head dims above 256 against the fp64 reference, on both paths that take them: the sm90 wide
+// kernels (src/sm90/wide; built with FLASHCORE_BUILD_SM90_WIDE) and the sm80 path's 512/256, 576/256
+// and 1024/256 tiles (launched over parts of Dv). Every tile and padded / split-Dv calls: tails, both causal
+// alignments (rows with no key), a window with softcap, ALiBi, GQA and MQA, PyTorch's BHSD strides,
+// no keys at all, varlen and seqused_k. Skips, saying so, in builds without them.
 #include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
@@ -20,18 +23,23 @@ namespace {
 
 using testing::TestCase;
 
+// A dense (dqk, dv) call for a path's supports(): 16-byte aligned pointers that are never used.
+AttentionParams dense_call(int dqk, int dv, DType dt) {
+  AttentionParams p;
+  p.batch = 1, p.seqlen_q = p.seqlen_k = 64, p.heads_q = p.heads_kv = 1, p.head_dim_qk = dqk, p.head_dim_v = dv;
+  p.dtype = dt;
+  p.q = p.k = p.v = p.o = reinterpret_cast<void*>(uintptr_t(1) << 20);
+  set_dense_strides(p);
+  return p;
+}
+
 // The sm90 path's answer for a dense (dqk, dv) call on an H100/H200 (no device needed): "" when it
 // takes it; its reason otherwise.
 std::string sm90_why_not(int dqk, int dv, DType dt) {
   detail::DeviceInfo info;
   info.has_device = true, info.cc_major = 9, info.cc_minor = 0, info.sm_count = 132;
   info.max_smem_per_block_optin = 227 * 1024;
-  AttentionParams p;
-  p.batch = 1, p.seqlen_q = p.seqlen_k = 64, p.heads_q = p.heads_kv = 1, p.head_dim_qk = dqk, p.head_dim_v = dv;
-  p.dtype = dt;
-  p.q = p.k = p.v = p.o = reinterpret_cast<void*>(uintptr_t(1) << 20);  // 16-byte aligned, never used
-  set_dense_strides(p);
-  return detail::sm90_path().supports(p, info);
+  return detail::sm90_path().supports(dense_call(dqk, dv, dt), info);
 }
 
 // Whether this build's wide kernels take (dqk, dv, dt); any reason but a pruned build fails.
@@ -109,6 +117,36 @@ int check_wide(int dqk, int dv) {
   return ran;
 }
 
+// The sm80 path's answer for a dense (dqk, dv) call on this device: "" when it takes it.
+std::string sm80_why_not(int dqk, int dv, DType dt) {
+  detail::DeviceInfo info;
+  info.has_device = true;
+  const int cc = testing::gpu_compute_capability();
+  info.cc_major = cc / 10, info.cc_minor = cc % 10;
+  int dev = 0, optin = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  info.max_smem_per_block_optin = size_t(optin);
+  return detail::sm80_path().supports(dense_call(dqk, dv, dt), info);
+}
+
+int check_sm80(int dqk, int dv) {
+  int ran = 0;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    const std::string why = sm80_why_not(dqk, dv, dt);
+    if (!why.empty()) {
+      EXPECT_NE(why.find("not in this build"), std::string::npos) << dqk << "/" << dv << ": " << why;
+      continue;
+    }
+    for (const auto& [name, tc] : feature_cases(dt, dqk, dv)) {
+      SCOPED_TRACE(std::to_string(dqk) + "/" + std::to_string(dv) + " sm80 " + name);
+      FC_EXPECT_PATH_MATCHES_REFERENCE(tc, KernelPath::kSm80);
+    }
+    ++ran;
+  }
+  return ran;
+}
+
 #define FC_REQUIRE_WIDE_DEVICE()                                                                        \
   FC_REQUIRE_SM(90);                                                                                    \
   if (testing::gpu_compute_capability() != 90) GTEST_SKIP() << "the sm90 path needs exactly sm_90"
@@ -131,6 +169,39 @@ TEST(Sm90Wide, PaddedAndSplitDvMatchTheFp64Reference) {
     ran += check_wide(dqk, dv);
   }
   if (ran == 0) GTEST_SKIP() << "no sm90 wide kernel in this build";
+}
+
+// The sm80 path above 256: the tiles' own Dqk with Dv in two and four 256-column parts (512/512,
+// 1024/1024); padded Dqk with a partial last part (384/384 -> 512/256, two parts, the second 128
+// columns; 768/640 -> 1024/256 in three parts); Dqk below 256 with a wide Dv (128/512 runs on
+// 128/128 in four parts).
+TEST(Sm80Wide, TilesAndPartsMatchTheFp64Reference) {
+  FC_REQUIRE_SM(80);
+  int ran = 0;
+  for (auto [dqk, dv] :
+       {std::pair{512, 512}, {576, 512}, {1024, 1024}, {384, 384}, {768, 640}, {128, 512}, {320, 320}}) {
+    ran += check_sm80(dqk, dv);
+  }
+  if (ran == 0) GTEST_SKIP() << "no sm80 kernel for head dims above 256 in this build";
+}
+
+// For compute-sanitizer (the sweep above takes minutes under racecheck): both tile shapes (64 and
+// 32 query rows), every part, bf16, three of the feature cases.
+TEST(Sm80Sanitizer, WideTilesEveryPart) {
+  FC_REQUIRE_SM(80);
+  int ran = 0;
+  for (auto [dqk, dv] : {std::pair{512, 512}, {1024, 1024}}) {
+    if (!sm80_why_not(dqk, dv, DType::kBFloat16).empty()) continue;
+    for (const auto& [name, tc] : feature_cases(DType::kBFloat16, dqk, dv)) {
+      if (name != "causal bottom-right" && name != "window + softcap" && name != "varlen + seqused_k, causal GQA") {
+        continue;
+      }
+      SCOPED_TRACE(std::to_string(dqk) + "/" + std::to_string(dv) + " sm80 " + name);
+      FC_EXPECT_PATH_MATCHES_REFERENCE(tc, KernelPath::kSm80);
+    }
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no sm80 kernel for head dims above 256 in this build";
 }
 
 }  // namespace
