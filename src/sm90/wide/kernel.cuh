@@ -154,7 +154,9 @@ FC_DEVICE void gemm_chunk_ss(float* s, uint32_t a_addr, uint32_t b_addr, bool ac
   }
 }
 
-template <class Traits>
+// kAlibi: calls with ALiBi slopes (a build of its own: the bias as a runtime branch cost calls
+// without it).
+template <class Traits, bool kAlibi>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     wide_forward_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ WideParams params) {
@@ -234,10 +236,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int thread_in_wg = threadIdx.x - 128 * (kWg + 1);
     const int g = lane / 4, t = lane % 4;
     const int my_row0 = row0 + 16 * warp + g;  // this thread's local row 0; row 1 is 8 further
-    // ALiBi: the CTA's one (sequence, head) slope in dot units, 0 when off.
+    // ALiBi: the CTA's one (sequence, head) slope in dot units.
     const float alibi_slope_dot =
-        params.alibi_slopes != nullptr ? params.alibi_slopes[batch * params.alibi_batch_stride + head] * params.inv_scale
-                                       : 0.0f;
+        kAlibi ? params.alibi_slopes[batch * params.alibi_batch_stride + head] * params.inv_scale : 0.0f;
 
     float o[kVOwn][32];
 #pragma unroll
@@ -303,7 +304,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Score transform, mask, online softmax (O rescaled), P packed as the A operand of P V.
     auto softmax_to_p = [&](float* s, int n, uint32_t* p) {
       if (params.has_softcap) apply_softcap<32>(s, params.softcap);
-      if (alibi_slope_dot != 0.0f) apply_alibi<32>(s, alibi_slope_dot, my_row0, n * 64 + 2 * t, seq.seqlen_k - seq.seqlen_q);
+      if constexpr (kAlibi) apply_alibi<32>(s, alibi_slope_dot, my_row0, n * 64 + 2 * t, seq.seqlen_k - seq.seqlen_q);
       if (!mask.tile_fully_visible(row0, row0 + 63, n * 64, n * 64 + 63)) {
         apply_mask<32>(s, mask, my_row0, n * 64 + 2 * t);
       }
@@ -450,7 +451,7 @@ Status launch_wide(const AttentionParams& p, cudaStream_t stream) {
   w.alibi_slopes = p.alibi_slopes;
   w.alibi_batch_stride = p.alibi_batch_stride;
   w.inv_scale = 1.0f / transform.scale;
-  auto kernel = &wide_forward_kernel<Traits>;
+  auto kernel = p.alibi_slopes != nullptr ? &wide_forward_kernel<Traits, true> : &wide_forward_kernel<Traits, false>;
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Traits::kSmemBytes)));
   const dim3 grid(unsigned((p.seqlen_q + 63) / 64 * dv_parts), unsigned(p.heads_q), unsigned(p.batch));
   if (grid.x == 0) return Status::Ok();
