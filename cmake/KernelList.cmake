@@ -43,11 +43,12 @@ flashcore_kernel(sm80 decode 128 128 fp16 bf16)
 flashcore_kernel(sm80 decode 256 256 fp16 bf16)
 
 # sm90 backward (wgmma, TMA, warp specialization), 16-bit only; dK and dV of a CTA's keys live in
-# registers, which bounds the head dims at 128 (src/sm90/bwd/tile_config.hpp). Calls it does not take
-# run on the sm80 backward.
+# registers: whole rows up to 128, column halves at 256 (src/sm90/bwd/tile_config.hpp). Calls it does
+# not take run on the sm80 backward.
 flashcore_kernel(sm90 bwd 64 64 fp16 bf16)
 flashcore_kernel(sm90 bwd 96 96 fp16 bf16)
 flashcore_kernel(sm90 bwd 128 128 fp16 bf16)
+flashcore_kernel(sm90 bwd 256 256 fp16 bf16)
 
 # sm90 forward (wgmma, TMA, warp specialization), 16-bit only.
 flashcore_kernel(sm90 fwd 64 64 fp16 bf16)

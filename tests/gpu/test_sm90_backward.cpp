@@ -68,7 +68,7 @@ TEST(Sm90Backward, MatchesTheFp64CpuReference) {
   run.tag = "sm90-bwd";
   int ran = 0;
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
-    for (int d : {64, 96, 128}) {
+    for (int d : {64, 96, 128, 256}) {
       if (!sm90_takes(d, d, dt)) continue;
       ran += testing::check_backward_cases(feature_cases(dt, d, d), run);
     }
@@ -76,8 +76,9 @@ TEST(Sm90Backward, MatchesTheFp64CpuReference) {
 }
 
 // Head dims without a kernel of their own run padded on the covering one: 40 -> 64, 80 -> 96,
-// 112 -> 128, 72/40 -> 96/96; zeros past the call's columns in the loaded tiles, and dQ, dK, dV
-// written only in its columns.
+// 112 -> 128, 72/40 -> 96/96, 160 and 192/128 -> 256 (the column halves: 192 leaves the second
+// half's last chunk empty, 160 half of it); zeros past the call's columns in the loaded tiles, and
+// dQ, dK, dV written only in its columns.
 TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
@@ -85,7 +86,7 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   run.expect_repeatable = false;
   run.tag = "sm90-bwd-padded";
   int ran = 0;
-  const std::pair<int, int> dims[] = {{40, 40}, {80, 80}, {112, 112}, {72, 40}};
+  const std::pair<int, int> dims[] = {{40, 40}, {80, 80}, {112, 112}, {72, 40}, {160, 160}, {192, 128}};
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
       if (!sm90_takes(dqk, dv, dt)) continue;
@@ -95,8 +96,8 @@ TEST(Sm90Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
 }
 
 // Default dispatch (kAuto) on sm_90: the sm90 backward takes every 16-bit call with head dims up to
-// 128 (softcap, ALiBi, varlen, deterministic included); fp32 and head dims above 128 fall to the
-// naive GPU backward; each computes correctly.
+// 256 (softcap, ALiBi, varlen, deterministic included); fp32 falls to the naive GPU backward; each
+// computes correctly.
 TEST(Sm90Backward, AutoDispatchPicksSm90) {
   FC_REQUIRE_GPU();
   if (!sm90_takes(64, 64, DType::kBFloat16)) GTEST_SKIP() << "the sm90 backward d64 bf16 is not in this build";
@@ -129,15 +130,16 @@ TEST(Sm90Backward, AutoDispatchPicksSm90) {
   v.dtype = DType::kFloat32;
   EXPECT_EQ(testing::chosen_backward_path(v), KernelPath::kNaiveGpu);
   v = tc;
-  v.head_dim_qk = v.head_dim_v = 160;  // above the sm90 backward's 128: the sm80 one (padded to 192)
+  v.head_dim_qk = v.head_dim_v = 160;  // the sm90 d256 kernel where built, else the sm80 one (padded to 192)
   EXPECT_EQ(testing::chosen_backward_path(v),
-            testing::backward_path_takes(KernelPath::kSm80, 160, 160, v.dtype, "sm80-bwd") ? KernelPath::kSm80
-                                                                                         : KernelPath::kNaiveGpu);
+            sm90_takes(160, 160, v.dtype) ? KernelPath::kSm90
+            : testing::backward_path_takes(KernelPath::kSm80, 160, 160, v.dtype, "sm80-bwd") ? KernelPath::kSm80
+                                                                                           : KernelPath::kNaiveGpu);
 }
 
 // Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its
-// turn), so two launches give bitwise-equal gradients; every feature case, d64 (dQ split by rows)
-// and d128 (by columns).
+// turn), so two launches give bitwise-equal gradients; every feature case, d64 (dQ split by rows),
+// d128 (by columns; both by the dQ writer warp) and d256 (column halves added by the consumers).
 TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
@@ -146,7 +148,7 @@ TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
   run.expect_repeatable = true;
   run.tag = "sm90-bwd-det";
   int ran = 0;
-  for (int d : {64, 128}) {
+  for (int d : {64, 128, 256}) {
     if (!sm90_takes(d, d, DType::kBFloat16)) continue;
     ran += testing::check_backward_cases(feature_cases(DType::kBFloat16, d, d), run);
   }
@@ -154,9 +156,9 @@ TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
 }
 
 // The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): every feature
-// case at d64 (128-row steps, dQ split by rows) and d128 (64-row steps, split by columns) in fp16,
-// both dQ modes.
-TEST(Sm90BackwardSanitizer, FeaturesD64D128BothModes) {
+// case at d64 (128-row steps, dQ split by rows), d128 (64-row steps, split by columns) and d256
+// (64 keys per CTA, column halves) in fp16, both dQ modes.
+TEST(Sm90BackwardSanitizer, FeaturesEveryTileBothModes) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
   run.path = KernelPath::kSm90;
@@ -165,7 +167,7 @@ TEST(Sm90BackwardSanitizer, FeaturesD64D128BothModes) {
   for (bool deterministic : {false, true}) {
     run.deterministic = deterministic;
     run.expect_repeatable = deterministic;
-    for (int d : {64, 128}) {
+    for (int d : {64, 128, 256}) {
       if (!sm90_takes(d, d, DType::kFloat16)) continue;
       ran += testing::check_backward_cases(feature_cases(DType::kFloat16, d, d), run);
     }

@@ -31,6 +31,7 @@
 #include "ptx/math.hpp"
 #include "sm80/bwd/launch_bwd.hpp"
 #include "sm80/bwd/tile_config.hpp"
+#include "backward/dq_add.cuh"
 #include "backward/workspace.hpp"
 #include "sm80/common/gemm.cuh"
 
@@ -58,29 +59,6 @@ FC_DEVICE void pass_turn(int* counter) {
     __threadfence();
     atomicAdd(counter, 1);
   }
-}
-
-// Adds one C fragment (an m16n8 tile: rows g and g + 8, columns 2t and 2t + 1) into the fp32
-// row-major accumulator whose row g, column 2t is `dst` (row stride `ld` floats). On sm_90 the lane
-// pairs (t, t ^ 1) first trade halves so each lane adds four adjacent floats with one vector
-// atomic (even t: row g, columns 4 (t / 2) .. + 3; odd t: row g + 8, the same columns), halving the
-// atomics that the memory pipeline queues.
-FC_DEVICE void add_fragment(float* dst, int ld, const float (&c)[4], int t) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const bool odd = t & 1;
-  const float give0 = odd ? c[0] : c[2], give1 = odd ? c[1] : c[3];
-  const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-  const float4 v = odd ? make_float4(got0, got1, c[2], c[3]) : make_float4(c[0], c[1], got0, got1);
-  // red, not atomicAdd: the vector atomicAdd compiles to an atom that returns the old values, and
-  // waiting for those registers stalls the warp.
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + (odd ? 8 * ld - 2 : 0)), "f"(v.x),
-               "f"(v.y), "f"(v.z), "f"(v.w));
-#else
-  atomicAdd(dst, c[0]);
-  atomicAdd(dst + 1, c[1]);
-  atomicAdd(dst + 8 * ld, c[2]);
-  atomicAdd(dst + 8 * ld + 1, c[3]);
-#endif
 }
 
 // Where a thread's S^T / dP^T fragment elements sit: element (nt, i) is key key_g + 8 (i >> 1) and
@@ -363,7 +341,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;  // == ws.dq_row_stride
 #pragma unroll
-    for (int nt = 0; nt < Traits::kDqNTiles; ++nt) add_fragment(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], t);
+    for (int nt = 0; nt < Traits::kDqNTiles; ++nt) backward::add_dq_fragment(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], t);
     if (bp.deterministic) pass_turn(turn_counter);
   }
 

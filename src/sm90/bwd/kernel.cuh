@@ -15,8 +15,9 @@
 
 namespace flashcore::sm90::bwd {
 
-// dK (times the softmax scale) and dV of this warpgroup's 64 keys from the accumulators (rows =
-// keys), 0 for keys no query sees; columns past the call's head dims (a padded call) are not its own.
+// dK (times the softmax scale) and dV of this warpgroup's 64 keys (kColSplit: its column halves of
+// the block's 64 keys) from the accumulators (rows = keys), 0 for keys no query sees; columns past
+// the call's head dims (a padded call) are not its own.
 template <class Traits>
 FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, const BwdWalk<Traits>& walk,
                            int warpgroup, int warp, int lane, const float* dk, const float* dv) {
@@ -32,12 +33,14 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
                                                                        walk.head_kv);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int key = walk.n0 + 64 * warpgroup + 16 * warp + g + 8 * r;  // within the sequence
+    const int key = walk.n0 + (Traits::kColSplit ? 0 : 64 * warpgroup) + 16 * warp + g + 8 * r;  // within the sequence
+    const int dk_col0 = Traits::kColSplit ? warpgroup * Traits::kDkCols : 0;
+    const int dv_col0 = Traits::kColSplit ? warpgroup * Traits::kDvCols : 0;
     if (key >= walk.keys_in_tensor) continue;
 #pragma unroll
     for (int i = 0; i < Traits::kAccDk; i += 2) {
       if (acc_row(i) != r) continue;
-      const int col = acc_col(i, t);
+      const int col = dk_col0 + acc_col(i, t);
       if (col < p.head_dim_qk) {
         *reinterpret_cast<uint32_t*>(dk_base + key * bp.dk_seq_stride + col) =
             ElementTraits<Element>::pack(dk[i] * args.scale, dk[i + 1] * args.scale);
@@ -46,7 +49,7 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
 #pragma unroll
     for (int i = 0; i < Traits::kAccDv; i += 2) {
       if (acc_row(i) != r) continue;
-      const int col = acc_col(i, t);
+      const int col = dv_col0 + acc_col(i, t);
       if (col < p.head_dim_v) {
         *reinterpret_cast<uint32_t*>(dv_base + key * bp.dv_seq_stride + col) =
             ElementTraits<Element>::pack(dv[i], dv[i + 1]);
@@ -97,14 +100,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         ptx::tma_prefetch_descriptor(&tm_q);
         ptx::tma_prefetch_descriptor(&tm_do);
         BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, &tm_lse2, &tm_row_d, args, ws, walk);
-      } else if (warp == 1) {
+      } else if (warp == 1 && !Traits::kColSplit) {  // kColSplit: the consumers add dQ themselves
         BwdDqWriter<Traits>::run(smem, &tm_dq, args, ws, walk);
       }
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
-    const BwdConsumer<Traits, kScoreMod> consumer{smem,    bp.forward, args, walk, warpgroup - 1,
-                                                  warp,    lane,       bp.forward.is_varlen()};
+    const BwdConsumer<Traits, kScoreMod> consumer{smem,          bp.forward, args, walk, ws,
+                                                  warpgroup - 1, warp,       lane, bp.forward.is_varlen()};
     float dk[Traits::kAccDk], dv[Traits::kAccDv];
     consumer.run(dk, dv);
     store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);

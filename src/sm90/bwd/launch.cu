@@ -105,8 +105,8 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   CUtensorMap maps[kBwdMaps];
   const OperandViews views = operand_views(bp);
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQ], views.q, p.dtype, inst.head_dim_qk, tile.block_m));
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], views.k, p.dtype, inst.head_dim_qk, kBwdBlockN));
-  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], views.v, p.dtype, inst.head_dim_v, kBwdBlockN));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], views.k, p.dtype, inst.head_dim_qk, tile.block_n()));
+  FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], views.v, p.dtype, inst.head_dim_v, tile.block_n()));
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], views.dout, p.dtype, inst.head_dim_v, tile.block_m));
   BwdKernelArgs args;
   args.scale = attn::softmax_scale(p);

@@ -29,6 +29,7 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
+#include "backward/dq_add.cuh"
 #include "backward/workspace.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
@@ -46,6 +47,7 @@
 namespace flashcore::sm90::bwd {
 
 inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
+inline constexpr int kDqTurnBarrier = ptx::kFirstNamedBarrier + 1;  // kColSplit, deterministic mode
 
 // One CTA's walk: its KV block and the (query head, query block) steps that see it, in order
 // (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
@@ -198,34 +200,45 @@ struct BwdConsumer {
   const AttentionParams& params;
   const BwdKernelArgs& args;
   const BwdWalk<Traits>& walk;
-  int warpgroup;  // 0 or 1: keys [64 warpgroup, 64 warpgroup + 64) of the block
+  const backward::BwdWorkspace& ws;
+  int warpgroup;  // 0 or 1: keys [64 warpgroup, 64 warpgroup + 64) of the block (kColSplit: column half)
   int warp, lane;
   bool packed_q;  // varlen: q/dout rows are packed tokens
 
-  FC_DEVICE int key_of_row(int r) const { return walk.n0 + 64 * warpgroup + 16 * warp + lane / 4 + 8 * r; }
+  // The first of the 64 keys (accumulator rows of S^T, dP^T, dK, dV) this warpgroup owns in the block.
+  FC_DEVICE int own_key0() const { return Traits::kColSplit ? 0 : 64 * warpgroup; }
+  FC_DEVICE int key_of_row(int r) const { return walk.n0 + own_key0() + 16 * warp + lane / 4 + 8 * r; }
+  // kColSplit: shared-memory offset of this warpgroup's first 64-column chunk in a [chunks][rows][64]
+  // tile of `rows` rows whose columns it splits in halves of `half_cols`.
+  FC_DEVICE uint32_t half_offset(int rows, int half_cols) const {
+    return Traits::kColSplit ? uint32_t(warpgroup * (half_cols / 64) * rows * kRowBytes) : 0u;
+  }
 
   // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys (A: 64 rows of the K / V tile).
   __device__ void issue_s(float* s, int stage) const {
     gemm_ss_overwrite<kBlockM, Traits::kDqk, kBlockN, kBlockM, kType>(
-        s, ptx::smem_addr(smem.k) + warpgroup * 64 * kRowBytes, ptx::smem_addr(smem.q[stage]));
+        s, ptx::smem_addr(smem.k) + own_key0() * kRowBytes, ptx::smem_addr(smem.q[stage]));
   }
   __device__ void issue_dp(float* dp, int stage) const {
     gemm_ss_overwrite<kBlockM, Traits::kDv, kBlockN, kBlockM, kType>(
-        dp, ptx::smem_addr(smem.v) + warpgroup * 64 * kRowBytes, ptx::smem_addr(smem.dout[stage]));
+        dp, ptx::smem_addr(smem.v) + own_key0() * kRowBytes, ptx::smem_addr(smem.dout[stage]));
   }
   // dQ (this warpgroup's share) = dS K over the block's kBlockN keys: A = dS^T read MN-major from
   // the ds buffer, B = K read MN-major (as V in the forward's P V); 16 keys = 2048 bytes per k-step.
-  __device__ void issue_dq(float* dq, int ds_buffer) const {
+  // kColSplit: columns [64 chunk, 64 chunk + kCols) of dQ = dS K over all of the step's queries.
+  template <int kCols = Traits::kDqCols>
+  __device__ void issue_dq(float* dq, int ds_buffer, int chunk = -1) const {
     constexpr uint32_t kChunkBytes = kBlockN * kRowBytes;  // one 64-column chunk of a kBlockN-row tile
     const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? warpgroup * kChunkBytes : 0);
-    const uint32_t b = ptx::smem_addr(smem.k) + (Traits::kDqSplitRows ? 0 : warpgroup * kChunkBytes);
+    if (chunk < 0) chunk = Traits::kDqSplitRows ? 0 : warpgroup;
+    const uint32_t b = ptx::smem_addr(smem.k) + chunk * kChunkBytes;
     uint64_t desc_a = ptx::make_smem_desc(a, kChunkBytes, 1024);
     uint64_t desc_b = ptx::make_smem_desc(b, kChunkBytes, 1024);
     ptx::opaque(desc_a);
     ptx::opaque(desc_b);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      ptx::WgmmaSSTrans<Traits::kDqCols, kType>::run(dq, ptx::desc_advance(desc_a, kk * 16 * kRowBytes),
+      ptx::WgmmaSSTrans<kCols, kType>::run(dq, ptx::desc_advance(desc_a, kk * 16 * kRowBytes),
                                                      ptx::desc_advance(desc_b, kk * 16 * kRowBytes), kk > 0 ? 1 : 0);
     }
   }
@@ -312,12 +325,14 @@ struct BwdConsumer {
   // dS^T (packed pairs) into the ds buffer: [kBlockM/64][kBlockN keys][64 queries], 128-byte
   // swizzle (16-byte chunk c of key row r at c ^ (r % 8)). Pair i holds key row 16 warp + g +
   // 8 (i % 2), queries 8 (i / 2) + 2t, + 1.
+  // kColSplit: both warpgroups hold the same dS^T; warpgroup w stores query columns [32 w, 32 w + 32).
   __device__ void store_ds(const uint32_t* ds16, int ds_buffer) const {
     const int g = lane / 4, t = lane % 4;
     const uint32_t base = ptx::smem_addr(smem.ds[ds_buffer]);
 #pragma unroll
     for (int i = 0; i < kRegsP; ++i) {
-      const int key = 64 * warpgroup + 16 * warp + g + 8 * (i & 1);
+      if (Traits::kColSplit && (i >= kRegsP / 2) != (warpgroup == 1)) continue;
+      const int key = own_key0() + 16 * warp + g + 8 * (i & 1);
       const int query = 8 * (i >> 1);
       const uint32_t addr = base + (query / 64) * (kBlockN * kRowBytes) + key * kRowBytes +
                             ((((query % 64) / 8) ^ (key % 8)) * 16) + 4 * t;
@@ -385,7 +400,7 @@ struct BwdConsumer {
     }
     ptx::PipelineState<Traits::kStages> stage;
     uint32_t dq_phase = 0;
-    const int key_first = walk.n0 + 64 * warpgroup;
+    const int key_first = walk.n0 + own_key0();
     for (int step = 0; step < walk.steps; ++step, stage.advance(), dq_phase ^= 1u) {
       const int m0 = walk.m0(step);
       const int ds_buffer = step & 1;
@@ -433,7 +448,8 @@ struct BwdConsumer {
         ptx::wgmma_commit();
       }
       ptx::wgmma_fence();
-      gemm_rs_accumulate<Traits::kDv, kBlockM, kType>(dv, p16, ptx::smem_addr(smem.dout[stage.index]));
+      gemm_rs_accumulate<Traits::kDvCols, kBlockM, kType>(
+          dv, p16, ptx::smem_addr(smem.dout[stage.index]) + half_offset(kBlockM, Traits::kDvCols));
       ptx::wgmma_commit();
       ptx::wgmma_wait<1>();  // dP^T retired (dV may still run)
       ptx::fence_registers<kAccS>(dp);
@@ -446,12 +462,17 @@ struct BwdConsumer {
       // and (kDkBeforeDsStore) while dS^T goes to shared memory.
       if constexpr (!Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       ptx::wgmma_fence();
-      gemm_rs_accumulate<Traits::kDqk, kBlockM, kType>(dk, ds16, ptx::smem_addr(smem.q[stage.index]));
+      gemm_rs_accumulate<Traits::kDkCols, kBlockM, kType>(
+          dk, ds16, ptx::smem_addr(smem.q[stage.index]) + half_offset(kBlockM, Traits::kDkCols));
       ptx::wgmma_commit();
       if constexpr (Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(kDsReadyBarrier, 256);
+      if constexpr (Traits::kColSplit) {
+        dq_in_two_parts(dk, dv, p16, ds16, stage.index, ds_buffer, step);
+        continue;
+      }
       float dq[Traits::kAccDq];
       issue_dq(dq, ds_buffer);
       ptx::wgmma_commit();
@@ -465,6 +486,65 @@ struct BwdConsumer {
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
       send_dq(dq, dq_phase);
     }
+  }
+
+  // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each: dK, dV and a
+  // whole half would not fit the registers next to P^T, dS^T), the first one's adds running under
+  // the second.
+  __device__ void dq_in_two_parts(float* dk, float* dv, uint32_t* p16, uint32_t* ds16, int stage, int ds_buffer,
+                                  int step) const {
+    constexpr int kPart = 64;
+    float dq_a[kPart / 2], dq_b[kPart / 2];
+    issue_dq<kPart>(dq_a, ds_buffer, 2 * warpgroup);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kPart / 2>(dq_a);
+    ptx::fence_registers<Traits::kAccDk>(dk);
+    ptx::fence_registers<Traits::kAccDv>(dv);
+    ptx::fence_registers<kRegsP>(p16);
+    ptx::fence_registers<kRegsP>(ds16);
+    // Q and dO of this stage are read for the last time.
+    if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage]);
+    ptx::wgmma_fence();
+    issue_dq<kPart>(dq_b, ds_buffer, 2 * warpgroup + 1);
+    ptx::wgmma_commit();
+    const int m0 = walk.m0(step);
+    const int64_t row0 = ws.row(walk.head(step), walk.batch, walk.seq.q_start, m0);
+    int* turn = args.deterministic ? ws.turn<kBlockM>(row0) : nullptr;
+    if (turn != nullptr) wait_for_turn(turn, m0);
+    add_dq<kPart>(dq_a, row0, 2 * warpgroup * 64);
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers<kPart / 2>(dq_b);
+    add_dq<kPart>(dq_b, row0, (2 * warpgroup + 1) * 64);
+    if (turn != nullptr) pass_turn(turn);
+  }
+
+  // kColSplit: dQ columns [col0, col0 + kCols) of the step's kBlockM rows (workspace row row0 on)
+  // added into the workspace from registers: one vector reduction per lane and 8-column block.
+  template <int kCols>
+  __device__ void add_dq(const float* dq, int64_t row0, int col0) const {
+    float* dst = ws.dq_accum + (row0 + 16 * warp + lane / 4) * ws.dq_row_stride + col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j) {
+      const float c[4] = {dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]};
+      backward::add_dq_fragment(dst + 8 * j, ws.dq_row_stride, c, lane % 4);
+    }
+  }
+  // Deterministic mode (kColSplit): the 256 consumer threads add a query block's dQ in the KV
+  // blocks' turn order (BwdDqWriter::turn_of); one thread waits for the turn, the others with it.
+  __device__ void wait_for_turn(const int* turn, int m0) const {
+    if (warpgroup == 0 && warp == 0 && lane == 0) {
+      const int mine = BwdDqWriter<Traits>::turn_of(walk, m0);
+      while (ptx::ld_acquire_gpu(turn) < mine) {
+      }
+    }
+    ptx::named_barrier_sync(kDqTurnBarrier, 256);
+  }
+  // Every thread's reductions complete (as far as the device sees them) before the turn passes on.
+  __device__ void pass_turn(int* turn) const {
+    __threadfence();
+    ptx::named_barrier_sync(kDqTurnBarrier, 256);
+    if (warpgroup == 0 && warp == 0 && lane == 0) ptx::red_release_gpu_add(turn, 1);
   }
 
   // One step's dQ share into the staging tile (free once the previous step's reduce-adds read it),

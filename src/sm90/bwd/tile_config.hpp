@@ -13,6 +13,14 @@
 // Registers per consumer thread: dK + dV = (Dqk + Dv) / 2 fp32 for the whole walk; per step S^T
 // and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each), dQ's share (Dqk / 4 or
 // Dqk / 2 fp32). d128 at kBlockM 64: 128 + 32 + 32 + 16 + 16 + 32.
+//
+// Above 128 (col_split: d256) whole dK, dV rows of 64 keys would be 256 fp32 per thread, so both
+// warpgroups take the same kBlockN = 64 keys and split the columns instead: each computes S^T and
+// dP^T for all 64 keys (the two warpgroups compute them twice: 7 GEMMs of 64 x 64 x D per step
+// instead of 5) and its column half of dV += P^T dO, dK += dS^T Q (RS, B = the half's 64-column
+// chunks of dO / Q) and dQ = dS K (B = the half's chunks of K). dQ goes to the workspace from the
+// registers by vector reductions (red.global.add): a 64 x Dqk fp32 staging tile (64 KB at d256)
+// does not fit beside two Q / dO stages. Registers: 64 + 64 for dK, dV; S^T, dP^T 32 each; dQ 64.
 #pragma once
 
 #include <cstddef>
@@ -23,15 +31,17 @@ namespace flashcore::sm90::bwd {
 struct BwdTile {
   int block_m = 0;  // query rows per step (64: dQ split by columns; 128: by rows)
   int stages = 0;   // Q / dO / statistics buffers in the ring
+  bool col_split = false;  // both warpgroups on the same 64 keys, dK / dV / dQ split by columns
+  constexpr int block_n() const { return col_split ? 64 : 128; }  // keys per CTA
 };
 
 constexpr BwdTile bwd_tile(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
   if (d <= 64) return {128, 2};
-  return {64, 2};
+  if (d <= 128) return {64, 2};
+  return {64, 2, true};
 }
 
-inline constexpr int kBwdBlockN = 128;       // keys per CTA: 64 per consumer warpgroup
 inline constexpr int kBwdConsumerWarpgroups = 2;
 inline constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
 inline constexpr int kBwdProducerRegs = 24;
@@ -45,23 +55,29 @@ struct BwdTraits {
   static constexpr BwdTile kTile = bwd_tile(kDqk, kDv);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kStages = kTile.stages;
-  static constexpr int kBlockN = kBwdBlockN;
+  static constexpr bool kColSplit = kTile.col_split;
+  static constexpr int kBlockN = kTile.block_n();
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
-  static constexpr bool kDqSplitRows = kBlockM == 128;  // otherwise split by 64-column chunks of Dqk
+  // dQ's split between the warpgroups: by rows (kBlockM 128), by 64-column chunks (kBlockM 64), or
+  // (kColSplit) by column halves of the padded Dqk.
+  static constexpr bool kDqSplitRows = kBlockM == 128;
   // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
   // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
-  static constexpr bool kOverlapDp = kBlockM == 64;
+  static constexpr bool kOverlapDp = kBlockM == 64 && !kColSplit;
   // dK += dS^T Q issued before dS^T's shared-memory stores (which then run under it) rather than
   // after. H100, same-call TFLOPS: d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475; but d64 bf16
   // S16k 485 -> 474 and causal B4 S4k 347 -> 323, so only at kBlockM 64.
-  static constexpr bool kDkBeforeDsStore = kBlockM == 64;
+  static constexpr bool kDkBeforeDsStore = kBlockM == 64 && !kColSplit;
 
   static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
   static constexpr int kDvPad = (kDv + 63) / 64 * 64;
   // dQ's columns per consumer warpgroup (the wgmma N of dQ = dS K).
   static constexpr int kDqCols = kDqSplitRows ? kDqkPad : kDqkPad / 2;
+  // dK's and dV's columns per consumer warpgroup (the N of their RS GEMMs) and the first one.
+  static constexpr int kDkCols = kColSplit ? kDqkPad / 2 : kDqk;
+  static constexpr int kDvCols = kColSplit ? kDvPad / 2 : kDv;
 
   static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
   static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
@@ -72,8 +88,8 @@ struct BwdTraits {
   // Per consumer thread.
   static constexpr int kAccS = kBlockM / 2;   // S^T, dP^T: 64 keys x kBlockM queries
   static constexpr int kRegsP = kBlockM / 4;  // P^T, dS^T packed: kBlockM / 16 k-steps of 4 words
-  static constexpr int kAccDk = kDqk / 2;
-  static constexpr int kAccDv = kDv / 2;
+  static constexpr int kAccDk = kDkCols / 2;
+  static constexpr int kAccDv = kDvCols / 2;
   static constexpr int kAccDq = kDqCols / 2;
 
   struct alignas(1024) SharedStorage {
@@ -86,8 +102,8 @@ struct BwdTraits {
     alignas(1024) uint16_t ds[2][kBlockN * kBlockM];
     // One step's fp32 dQ partial, [kDqk/32][kBlockM][32] with the 128-byte swizzle: the boxes of the
     // workspace's tensor map (launch.cu), added into it by TMA reduce-adds. (Row-major, a warp's
-    // stores to 8 rows kDqk floats apart would all hit the same banks.)
-    alignas(1024) float dq[kBlockM * kDqk];
+    // stores to 8 rows kDqk floats apart would all hit the same banks.) kColSplit: unused.
+    alignas(1024) float dq[kColSplit ? 4 : kBlockM * kDqk];
     alignas(128) float lse2[kStages][kBlockM];  // TMA destinations: 128-byte aligned
     alignas(128) float row_d[kStages][kBlockM];
     // Barriers (mainloop.cuh says who arrives and who waits).
@@ -100,10 +116,12 @@ struct BwdTraits {
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
 
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims: whole k16 steps; dQ in 32-column boxes");
-  static_assert(kDqk <= 128 && kDv <= 128, "dK and dV of 64 keys live in registers: head dims up to 128");
+  static_assert(kColSplit ? kDqkPad == 256 && kDvPad == 256 : kDqk <= 128 && kDv <= 128,
+                "dK and dV of 64 keys (kColSplit: their column halves) live in registers: head dims up to 128, "
+                "or 256 split by columns (each half whole 64-column chunks)");
   static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 query rows per step");
   static_assert(kDqCols % 32 == 0, "each warpgroup stores whole 32-column boxes of dQ");
-  static_assert(kDqSplitRows || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
+  static_assert(kDqSplitRows || kColSplit || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
   static_assert(kBwdProducerRegs * 128 + kBwdConsumerRegs * 128 * kBwdConsumerWarpgroups <=
                     65536 / kThreads / 8 * 8 * kThreads,
@@ -114,9 +132,11 @@ struct BwdTraits {
 constexpr size_t bwd_smem_bytes(int dqk, int dv) {
   const BwdTile t = bwd_tile(dqk, dv);
   const size_t dqk_pad = size_t(dqk + 63) / 64 * 64, dv_pad = size_t(dv + 63) / 64 * 64;
-  const size_t tiles = 2 * (kBwdBlockN * (dqk_pad + dv_pad) + t.stages * t.block_m * (dqk_pad + dv_pad) +
-                            2 * size_t(kBwdBlockN) * t.block_m);
-  return tiles + size_t(t.block_m) * dqk * 4 + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
+  const size_t block_n = size_t(t.block_n());
+  const size_t tiles = 2 * (block_n * (dqk_pad + dv_pad) + t.stages * t.block_m * (dqk_pad + dv_pad) +
+                            2 * block_n * t.block_m);
+  const size_t dq_tile = t.col_split ? 0 : size_t(t.block_m) * dqk * 4;  // col_split's 4-float stub: in the rounding
+  return tiles + dq_tile + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
 }
 
 }  // namespace flashcore::sm90::bwd
