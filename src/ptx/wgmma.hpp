@@ -63,6 +63,7 @@ FC_DEVICE void fence_registers(uint32_t* regs) {
 template <int N, WgmmaType T> struct WgmmaSS;  // D(64xN) (+)= A(64x16, smem) * B(16xN, smem, K-major)
 template <int N, WgmmaType T> struct WgmmaRS;  // D(64xN) (+)= A(64x16, regs) * B(16xN, smem, MN-major)
 template <int N, WgmmaType T> struct WgmmaSSTrans;  // D(64xN) (+)= A(64x16, smem, MN-major) * B(16xN, smem, MN-major)
+template <int N, WgmmaType T> struct WgmmaSSTransB;  // D(64xN) (+)= A(64x16, smem, K-major) * B(16xN, smem, MN-major)
 
 #if defined(__CUDACC__)
 #include "ptx/wgmma_shapes.inc"

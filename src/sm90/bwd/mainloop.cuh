@@ -208,21 +208,27 @@ struct BwdConsumer {
   // The first of the 64 keys (accumulator rows of S^T, dP^T, dK, dV) this warpgroup owns in the block.
   FC_DEVICE int own_key0() const { return Traits::kColSplit ? 0 : 64 * warpgroup; }
   FC_DEVICE int key_of_row(int r) const { return walk.n0 + own_key0() + 16 * warp + lane / 4 + 8 * r; }
+  // The first of the step's queries (accumulator columns of S^T, dP^T) this warpgroup computes.
+  FC_DEVICE int own_query0() const { return Traits::kColSplit ? Traits::kSQueries * warpgroup : 0; }
   // kColSplit: shared-memory offset of this warpgroup's first 64-column chunk in a [chunks][rows][64]
   // tile of `rows` rows whose columns it splits in halves of `half_cols`.
   FC_DEVICE uint32_t half_offset(int rows, int half_cols) const {
     return Traits::kColSplit ? uint32_t(warpgroup * (half_cols / 64) * rows * kRowBytes) : 0u;
   }
 
-  // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys (A: 64 rows of the K / V tile).
+  // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys and queries (A: 64 rows of the K / V
+  // tile, B: kSQueries rows of the Q / dO stage).
   __device__ void issue_s(float* s, int stage) const {
-    gemm_ss_overwrite<kBlockM, Traits::kDqk, kBlockN, kBlockM, kType>(
-        s, ptx::smem_addr(smem.k) + own_key0() * kRowBytes, ptx::smem_addr(smem.q[stage]));
+    gemm_ss_overwrite<Traits::kSQueries, Traits::kDqk, kBlockN, kBlockM, kType>(
+        s, ptx::smem_addr(smem.k) + own_key0() * kRowBytes, ptx::smem_addr(smem.q[stage]) + own_query0() * kRowBytes);
   }
   __device__ void issue_dp(float* dp, int stage) const {
-    gemm_ss_overwrite<kBlockM, Traits::kDv, kBlockN, kBlockM, kType>(
-        dp, ptx::smem_addr(smem.v) + own_key0() * kRowBytes, ptx::smem_addr(smem.dout[stage]));
+    gemm_ss_overwrite<Traits::kSQueries, Traits::kDv, kBlockN, kBlockM, kType>(
+        dp, ptx::smem_addr(smem.v) + own_key0() * kRowBytes,
+        ptx::smem_addr(smem.dout[stage]) + own_query0() * kRowBytes);
   }
+  // kColSplit: the step's P^T tile (after its dS^T tile in the ds buffer).
+  FC_DEVICE uint32_t p_tile(int ds_buffer) const { return ptx::smem_addr(smem.ds[ds_buffer]) + kBlockN * kBlockM * 2; }
   // dQ (this warpgroup's share) = dS K over the block's kBlockN keys: A = dS^T read MN-major from
   // the ds buffer, B = K read MN-major (as V in the forward's P V); 16 keys = 2048 bytes per k-step.
   // kColSplit: columns [64 chunk, 64 chunk + kCols) of dQ = dS K over all of the step's queries.
@@ -246,7 +252,7 @@ struct BwdConsumer {
   // Whether (query, key) of accumulator element i is visible; queries past the sequence are not
   // (their rows hold zeros or padding, and a NaN there must not reach a gradient).
   __device__ bool visible(int i, int m0) const {
-    const int query = m0 + acc_col(i, lane % 4);
+    const int query = m0 + own_query0() + acc_col(i, lane % 4);
     return attn::VisibilityMask::in_band(query, key_of_row(acc_row(i)), walk.mask.min_diagonal(),
                                          walk.mask.max_diagonal(), walk.mask.seqlen_k) &&
            query < walk.seq.seqlen_q;
@@ -259,7 +265,7 @@ struct BwdConsumer {
   template <bool kMasked>
   __device__ void probabilities(const float* s, uint32_t* p16, uint32_t* dcap16, int stage, int m0,
                                 const attn::ScoreTransform& transform) const {
-    const float* lse2 = smem.lse2[stage] + 2 * (lane % 4);
+    const float* lse2 = smem.lse2[stage] + own_query0() + 2 * (lane % 4);
     const float dot_to_tanh = kScoreMod && transform.softcap > 0.0f ? transform.scale / transform.softcap : 0.0f;
 #pragma unroll
     for (int j = 0; j < kAccS / 4; ++j) {
@@ -279,7 +285,8 @@ struct BwdConsumer {
             capped = transform.softcap * th;
             dcap[e] = fmaf(-th, th, 1.0f);
           }
-          const float score = capped - transform.alibi_bias<float>(m0 + acc_col(i, lane % 4), key_of_row(acc_row(i)));
+          const float score =
+              capped - transform.alibi_bias<float>(m0 + own_query0() + acc_col(i, lane % 4), key_of_row(acc_row(i)));
           prob[e] = ptx::exp2_approx(fmaf(score, attn::kLog2e, -row_lse2));
         } else {
           prob[e] = ptx::exp2_approx(fmaf(s[i], args.scale_log2, -row_lse2));
@@ -300,7 +307,7 @@ struct BwdConsumer {
   template <bool kMasked>
   __device__ void score_grads(const float* dp, const uint32_t* p16, const uint32_t* dcap16, uint32_t* ds16, int stage,
                               int m0) const {
-    const float* row_d = smem.row_d[stage] + 2 * (lane % 4);
+    const float* row_d = smem.row_d[stage] + own_query0() + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < kAccS / 4; ++j) {
       const float2 d = *reinterpret_cast<const float2*>(row_d + 8 * j);
@@ -325,18 +332,20 @@ struct BwdConsumer {
   // dS^T (packed pairs) into the ds buffer: [kBlockM/64][kBlockN keys][64 queries], 128-byte
   // swizzle (16-byte chunk c of key row r at c ^ (r % 8)). Pair i holds key row 16 warp + g +
   // 8 (i % 2), queries 8 (i / 2) + 2t, + 1.
-  // kColSplit: both warpgroups hold the same dS^T; warpgroup w stores query columns [32 w, 32 w + 32).
   __device__ void store_ds(const uint32_t* ds16, int ds_buffer) const {
+    store_pairs(ds16, ptx::smem_addr(smem.ds[ds_buffer]));
+  }
+  // Packed pairs of this warpgroup's keys and queries (dS^T, P^T) into a [kBlockM/64][kBlockN][64]
+  // tile at `base`.
+  __device__ void store_pairs(const uint32_t* pairs, uint32_t base) const {
     const int g = lane / 4, t = lane % 4;
-    const uint32_t base = ptx::smem_addr(smem.ds[ds_buffer]);
 #pragma unroll
     for (int i = 0; i < kRegsP; ++i) {
-      if (Traits::kColSplit && (i >= kRegsP / 2) != (warpgroup == 1)) continue;
       const int key = own_key0() + 16 * warp + g + 8 * (i & 1);
-      const int query = 8 * (i >> 1);
+      const int query = own_query0() + 8 * (i >> 1);
       const uint32_t addr = base + (query / 64) * (kBlockN * kRowBytes) + key * kRowBytes +
                             ((((query % 64) / 8) ^ (key % 8)) * 16) + 4 * t;
-      ptx::st_shared_b32(addr, ds16[i]);
+      ptx::st_shared_b32(addr, pairs[i]);
     }
   }
 
@@ -441,6 +450,10 @@ struct BwdConsumer {
       } else {
         probabilities<true>(s, p16, dcap16, stage.index, m0, transform);
       }
+      if constexpr (Traits::kColSplit) {
+        step_tail_col_split(dk, dv, dp, p16, dcap16, ds16, stage.index, ds_buffer, m0, full_tile, step);
+        continue;
+      }
       if constexpr (!Traits::kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
         ptx::wgmma_fence();
@@ -469,10 +482,6 @@ struct BwdConsumer {
       // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(kDsReadyBarrier, 256);
-      if constexpr (Traits::kColSplit) {
-        dq_in_two_parts(dk, dv, p16, ds16, stage.index, ds_buffer, step);
-        continue;
-      }
       float dq[Traits::kAccDq];
       issue_dq(dq, ds_buffer);
       ptx::wgmma_commit();
@@ -486,6 +495,33 @@ struct BwdConsumer {
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
       send_dq(dq, dq_phase);
     }
+  }
+
+  // kColSplit, after P^T: P^T and dS^T of this warpgroup's queries to shared memory; once both
+  // warpgroups' are there, dV += P^T dO and dK += dS^T Q over all the step's queries for this
+  // warpgroup's column half, then dQ.
+  __device__ void step_tail_col_split(float* dk, float* dv, float* dp, uint32_t* p16, const uint32_t* dcap16,
+                                      uint32_t* ds16, int stage, int ds_buffer, int m0, bool full_tile,
+                                      int step) const {
+    store_pairs(p16, p_tile(ds_buffer));
+    ptx::wgmma_wait<0>();  // dP^T
+    ptx::fence_registers<kAccS>(dp);
+    if (full_tile) {
+      score_grads<false>(dp, p16, dcap16, ds16, stage, m0);
+    } else {
+      score_grads<true>(dp, p16, dcap16, ds16, stage, m0);
+    }
+    store_ds(ds16, ds_buffer);
+    // Both warpgroups' P^T and dS^T written (generic stores, read by wgmma through the async proxy).
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(kDsReadyBarrier, 256);
+    ptx::wgmma_fence();
+    gemm_ss_transb_accumulate<Traits::kDvCols, kBlockM, kType>(
+        dv, p_tile(ds_buffer), ptx::smem_addr(smem.dout[stage]) + half_offset(kBlockM, Traits::kDvCols));
+    gemm_ss_transb_accumulate<Traits::kDkCols, kBlockM, kType>(
+        dk, ptx::smem_addr(smem.ds[ds_buffer]), ptx::smem_addr(smem.q[stage]) + half_offset(kBlockM, Traits::kDkCols));
+    ptx::wgmma_commit();
+    dq_in_two_parts(dk, dv, p16, ds16, stage, ds_buffer, step);
   }
 
   // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each: dK, dV and a

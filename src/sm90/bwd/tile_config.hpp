@@ -15,12 +15,13 @@
 // Dqk / 2 fp32). d128 at kBlockM 64: 128 + 32 + 32 + 16 + 16 + 32.
 //
 // Above 128 (col_split: d256) whole dK, dV rows of 64 keys would be 256 fp32 per thread, so both
-// warpgroups take the same kBlockN = 64 keys and split the columns instead: each computes S^T and
-// dP^T for all 64 keys (the two warpgroups compute them twice: 7 GEMMs of 64 x 64 x D per step
-// instead of 5) and its column half of dV += P^T dO, dK += dS^T Q (RS, B = the half's 64-column
-// chunks of dO / Q) and dQ = dS K (B = the half's chunks of K). dQ goes to the workspace from the
-// registers by vector reductions (red.global.add): a 64 x Dqk fp32 staging tile (64 KB at d256)
-// does not fit beside two Q / dO stages. Registers: 64 + 64 for dK, dV; S^T, dP^T 32 each; dQ 64.
+// warpgroups take the same kBlockN = 64 keys: warpgroup w computes S^T and dP^T for the 64 keys and
+// query half w (32 queries), writes P^T and dS^T (16-bit) to shared memory, and after the two meet
+// computes its column half of dV += P^T dO, dK += dS^T Q (A from shared memory, B = the half's
+// 64-column chunks of dO / Q) and dQ = dS K (B = the half's chunks of K). dQ goes to the workspace
+// from the registers by vector reductions (red.global.add): a 64 x Dqk fp32 staging tile (64 KB at
+// d256) does not fit beside two Q / dO stages. Registers: 64 + 64 for dK, dV; S^T, dP^T 16 each;
+// dQ in two parts of 32.
 #pragma once
 
 #include <cstddef>
@@ -64,7 +65,7 @@ struct BwdTraits {
   static constexpr bool kDqSplitRows = kBlockM == 128;
   // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
   // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
-  static constexpr bool kOverlapDp = kBlockM == 64 && !kColSplit;
+  static constexpr bool kOverlapDp = kBlockM == 64;
   // dK += dS^T Q issued before dS^T's shared-memory stores (which then run under it) rather than
   // after. H100, same-call TFLOPS: d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475; but d64 bf16
   // S16k 485 -> 474 and causal B4 S4k 347 -> 323, so only at kBlockM 64.
@@ -75,7 +76,9 @@ struct BwdTraits {
   static constexpr int kDvPad = (kDv + 63) / 64 * 64;
   // dQ's columns per consumer warpgroup (the wgmma N of dQ = dS K).
   static constexpr int kDqCols = kDqSplitRows ? kDqkPad : kDqkPad / 2;
-  // dK's and dV's columns per consumer warpgroup (the N of their RS GEMMs) and the first one.
+  // Queries of a step whose S^T / dP^T a warpgroup computes (the N of those GEMMs).
+  static constexpr int kSQueries = kColSplit ? kBlockM / 2 : kBlockM;
+  // dK's and dV's columns per consumer warpgroup (the N of their GEMMs).
   static constexpr int kDkCols = kColSplit ? kDqkPad / 2 : kDqk;
   static constexpr int kDvCols = kColSplit ? kDvPad / 2 : kDv;
 
@@ -86,8 +89,8 @@ struct BwdTraits {
   static constexpr uint32_t kStatBytes = kBlockM * 4;          // lse2 or D of one step
 
   // Per consumer thread.
-  static constexpr int kAccS = kBlockM / 2;   // S^T, dP^T: 64 keys x kBlockM queries
-  static constexpr int kRegsP = kBlockM / 4;  // P^T, dS^T packed: kBlockM / 16 k-steps of 4 words
+  static constexpr int kAccS = kSQueries / 2;   // S^T, dP^T: 64 keys x kSQueries queries
+  static constexpr int kRegsP = kSQueries / 4;  // P^T, dS^T packed: kSQueries / 16 k-steps of 4 words
   static constexpr int kAccDk = kDkCols / 2;
   static constexpr int kAccDv = kDvCols / 2;
   static constexpr int kAccDq = kDqCols / 2;
@@ -98,8 +101,9 @@ struct BwdTraits {
     alignas(1024) uint16_t q[kStages][kBlockM * kDqkPad];
     alignas(1024) uint16_t dout[kStages][kBlockM * kDvPad];
     // dS^T of a step, [kBlockM/64][kBlockN keys][64 queries] swizzled: dQ's A operand (MN-major).
+    // kColSplit: then P^T, the same way (the A operands, K-major, of dK += dS^T Q and dV += P^T dO).
     // Two buffers: a warpgroup writes step i's while the other may still read step i - 1's.
-    alignas(1024) uint16_t ds[2][kBlockN * kBlockM];
+    alignas(1024) uint16_t ds[2][kBlockN * kBlockM * (kColSplit ? 2 : 1)];
     // One step's fp32 dQ partial, [kDqk/32][kBlockM][32] with the 128-byte swizzle: the boxes of the
     // workspace's tensor map (launch.cu), added into it by TMA reduce-adds. (Row-major, a warp's
     // stores to 8 rows kDqk floats apart would all hit the same banks.) kColSplit: unused.
@@ -134,7 +138,7 @@ constexpr size_t bwd_smem_bytes(int dqk, int dv) {
   const size_t dqk_pad = size_t(dqk + 63) / 64 * 64, dv_pad = size_t(dv + 63) / 64 * 64;
   const size_t block_n = size_t(t.block_n());
   const size_t tiles = 2 * (block_n * (dqk_pad + dv_pad) + t.stages * t.block_m * (dqk_pad + dv_pad) +
-                            2 * block_n * t.block_m);
+                            2 * block_n * t.block_m * (t.col_split ? 2 : 1));
   const size_t dq_tile = t.col_split ? 0 : size_t(t.block_m) * dqk * 4;  // col_split's 4-float stub: in the rounding
   return tiles + dq_tile + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
 }

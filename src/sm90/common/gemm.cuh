@@ -46,4 +46,21 @@ FC_DEVICE void gemm_rs_accumulate(float* acc, const uint32_t* a, uint32_t b_addr
   }
 }
 
+// acc (64 x kN) += A (64 x kDepth) * B (kDepth x kN): A K-major in shared memory (one 64-column
+// chunk: kDepth <= 64, 32 bytes per k16 step), B read MN-major from a tile of kDepth rows at b_addr
+// (as in gemm_rs_accumulate).
+template <int kN, int kDepth, ptx::WgmmaType kType>
+FC_DEVICE void gemm_ss_transb_accumulate(float* acc, uint32_t a_addr, uint32_t b_addr) {
+  static_assert(kDepth <= 64, "A is one 64-column chunk");
+  uint64_t desc_a = ptx::make_smem_desc(a_addr, 16, 1024);
+  uint64_t desc_b = ptx::make_smem_desc(b_addr, kDepth * kSwizzleRowBytes, 1024);
+  ptx::opaque(desc_a);
+  ptx::opaque(desc_b);
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    ptx::WgmmaSSTransB<kN, kType>::run(acc, ptx::desc_advance(desc_a, kk * 32),
+                                       ptx::desc_advance(desc_b, kk * 16 * kSwizzleRowBytes), 1);
+  }
+}
+
 }  // namespace flashcore::sm90
