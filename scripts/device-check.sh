@@ -18,7 +18,7 @@
 # --compare headdims runs its head-dim suite (d40/80/160 and the padding proxies d64/96/192 vs SDPA's
 # FlashAttention-2, cuDNN and memory-efficient backends); --compare wide the sm90 wide forward (head
 # dims 384..1024 vs SDPA's memory-efficient backend); --compare backward-headdims the d192 / d256
-# backward (the sm80 backward vs SDPA's FlashAttention-2, cuDNN and memory-efficient backwards).
+# backward (the sm90 and sm80 backwards vs SDPA's FlashAttention-2, cuDNN and memory-efficient backwards).
 #
 # --no-pytest skips the Python tests; --reuse-install skips `pip install` when flashcore already
 # imports (a warm machine from the previous call of the same commit), to fit the comparison in one call.
@@ -161,7 +161,7 @@ if [ $PYTHON = 1 ]; then
       [ "$COMPARE" = backward ] && flag="--backward-suite --pass bwd,fwd+bwd --impls flashcore-sm90,flashcore-sm90-det,flashcore-sm80,sdpa-flash,sdpa-cudnn"
       [ "$COMPARE" = headdims ] && flag="--headdim-suite --impls flashcore-sm90,sdpa-flash,sdpa-cudnn,sdpa-efficient"
       [ "$COMPARE" = wide ] && flag="--wide-suite --impls flashcore-sm90,sdpa-efficient"
-      [ "$COMPARE" = backward-headdims ] && flag="--backward-headdim-suite --pass bwd --impls flashcore-sm80,sdpa-flash,sdpa-cudnn,sdpa-efficient"
+      [ "$COMPARE" = backward-headdims ] && flag="--backward-headdim-suite --pass bwd --impls flashcore-sm90,flashcore-sm80,sdpa-flash,sdpa-cudnn,sdpa-efficient"
       mkdir -p "$OUT/report"
       [ -n "${COMPARE_LIMIT:-}" ] && limit=$COMPARE_LIMIT
       # COMPARE_ARGS: extra compare.py arguments, e.g. "--family d128-fp16 --impls ...".

@@ -204,9 +204,9 @@ def wide_suite() -> List[Config]:
 
 
 def backward_headdim_suite() -> List[Config]:
-    """The backward of head dims above 128 (--backward-headdim-suite; the sm80 backward's d192 and
-    d256 kernels, which the sm90 backward does not take yet): B4 H16 at S 4k and 8k, fp16 and bf16,
-    causal or not."""
+    """The backward of head dims above 128 (--backward-headdim-suite: the sm90 backward's d256 kernel,
+    which d192 runs padded on, and the sm80 backward's d192 and d256 kernels): B4 H16 at S 4k and 8k,
+    fp16 and bf16, causal or not."""
     suite = []
     for d in (192, 256):
         for dtype in ("fp16", "bf16"):
