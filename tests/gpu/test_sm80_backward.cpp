@@ -106,10 +106,10 @@ TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   if (ran == 0) GTEST_SKIP() << "this build prunes the sm80 backward for d64 and d256 bf16";
 }
 
-// Default dispatch (kAuto): the sm90 backward takes a dense fp16 d64 call (and d40, padded) where it
-// is built and the device is sm_90, else the sm80 backward (d160, padded to 192, too); one neither
-// can take (fp32, head dim 512) falls to the naive GPU backward instead of failing, and every one
-// computes correctly.
+// Default dispatch (kAuto): the sm90 backward takes a dense fp16 d64 call (and d40, padded; d160,
+// padded to 256) where it is built and the device is sm_90, else the sm80 backward (d160 padded to
+// 192); one neither can take (fp32, head dim 512) falls to the naive GPU backward instead of
+// failing, and every one computes correctly.
 TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   FC_REQUIRE_GPU();
   testing::TestCase tc;
@@ -125,7 +125,10 @@ TEST(Sm80Backward, AutoDispatchPicksSm80AndFallsBackToTheNaivePath) {
   probe.dtype = DType::kFloat16, probe.head_dim_qk = probe.head_dim_v = 40;
   if (sm80_built(64, DType::kFloat16)) EXPECT_EQ(chosen_path(probe), fast);  // padded to 64
   probe.head_dim_qk = probe.head_dim_v = 160;
-  EXPECT_EQ(chosen_path(probe), sm80_built(192, DType::kFloat16) ? KernelPath::kSm80 : KernelPath::kNaiveGpu);
+  const bool sm90_d160 = testing::backward_path_takes(KernelPath::kSm90, 160, 160, DType::kFloat16, "sm90-bwd");
+  EXPECT_EQ(chosen_path(probe), sm90_d160                          ? KernelPath::kSm90
+                                : sm80_built(192, DType::kFloat16) ? KernelPath::kSm80
+                                                                   : KernelPath::kNaiveGpu);
   probe.head_dim_qk = probe.head_dim_v = 512;
   EXPECT_EQ(chosen_path(probe), KernelPath::kNaiveGpu);
   testing::BackwardRun run;  // kAuto
