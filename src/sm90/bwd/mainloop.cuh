@@ -2,7 +2,8 @@
 //   Producer   (warp 0 of warpgroup 0, one thread): K, V of the CTA's block once, then per step Q,
 //              dO, lse2 and D (TMA) into a kStages ring
 //   DqWriter   (warp 1 of warpgroup 0, one thread): per step, the dQ partial in shared memory into
-//              the fp32 workspace by TMA reduce-adds, one per 32-column box
+//              the fp32 workspace by TMA reduce-adds, one per 32-column box (kColSplit: absent; the
+//              consumers add their dQ columns from registers)
 //   Consumer   (warpgroups 1, 2): the GEMMs and the elementwise math of each step
 //
 // Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
@@ -14,10 +15,12 @@
 //   dq_full       consumers -> writer     every consumer warp wrote its part of the step's dQ
 //                                         partial and fenced it for the async proxy (8 arrivals)
 //   dq_empty      writer -> consumers     the reduce-adds finished reading the partial (1)
-// Named barrier kDsReady (the 256 consumer threads): both warpgroups wrote the step's dS^T, which
-// each reads whole for its share of dQ. dS^T has two buffers: a warpgroup past step i's barrier may
-// write step i + 1's while the other still runs step i's dQ GEMM, but not step i - 1's (it waited
-// for that GEMM before reaching step i's barrier).
+// Named barrier kDsReady (the 256 consumer threads): both warpgroups wrote the step's dS^T (and,
+// kColSplit, P^T), which each reads whole for its share of dQ (and of dK, dV). dS^T (P^T) has two
+// buffers: a warpgroup past step i's barrier may write step i + 1's while the other still runs step
+// i's GEMMs, but not step i - 1's (it waited for those GEMMs before reaching step i's barrier).
+// Named barrier kDqTurn (kColSplit, deterministic mode): the consumers wait for and pass a query
+// block's turn together.
 // Producer, writer and consumers walk the same steps (BwdWalk), so their ring positions agree
 // without other communication.
 #pragma once
@@ -524,9 +527,8 @@ struct BwdConsumer {
     dq_in_two_parts(dk, dv, p16, ds16, stage, ds_buffer, step);
   }
 
-  // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each: dK, dV and a
-  // whole half would not fit the registers next to P^T, dS^T), the first one's adds running under
-  // the second.
+  // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each), the first
+  // one's reductions running under the second. (It waits for dV and dK too, then frees the stage.)
   __device__ void dq_in_two_parts(float* dk, float* dv, uint32_t* p16, uint32_t* ds16, int stage, int ds_buffer,
                                   int step) const {
     constexpr int kPart = 64;
