@@ -89,4 +89,19 @@ FC_DEVICE int ld_acquire_gpu(const int* flag) {
   return value;
 }
 
+// Programmatic dependent launch (sm_90 and later; no-ops before). A grid launched after this one
+// with cudaLaunchAttributeProgrammaticStreamSerialization may start once every CTA of this one has
+// signalled (or finished); its griddep_wait() returns when this grid has completed and its memory
+// operations are visible, so only the dependent's prologue overlaps.
+FC_DEVICE void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+FC_DEVICE void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace flashcore::ptx

@@ -20,6 +20,7 @@
 #include "attention/score_transform.hpp"
 #include "attention/softmax_state.hpp"
 #include "common/cuda_check.hpp"
+#include "ptx/barrier.hpp"
 #include "sm80/common/gemm.cuh"
 #include "sm80/decode/launch_decode.hpp"
 #include "sm80/decode/plan.hpp"
@@ -144,6 +145,9 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   Element* sK = sQ + Traits::kKOffset;
   Element* sV = sQ + Traits::kVOffset;
 
+  // A split call's combine grid may be scheduled now (it waits for this grid's results): its launch
+  // latency then overlaps this grid instead of following it.
+  ptx::griddep_launch_dependents();
   const int split = blockIdx.x % splits.count;
   const int m_tile = blockIdx.x / splits.count;
   const int head_kv = blockIdx.y;
@@ -366,6 +370,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   if (i >= seq.seqlen_q) return;  // the whole CTA: no barrier is skipped by part of it
+  ptx::griddep_wait();  // launched as a programmatic dependent of the split grid (launch_decode_traits)
   const int64_t row0 = splits.row(p, 0, head, b, seq.q_start, i);
   const int64_t split_step = int64_t(p.heads_q) * splits.token_rows;
 
@@ -443,6 +448,22 @@ struct DecodeSplitKernel {
   }
 };
 
+// Whether `device` takes programmatic dependent launches (compute capability 9.0 and later),
+// queried once per device.
+inline bool dependent_launch_supported(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached_major[kMaxDevices] = {};  // 0: not queried yet
+  int major = device >= 0 && device < kMaxDevices ? cached_major[device].load(std::memory_order_acquire) : 0;
+  if (major == 0) {
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    if (device >= 0 && device < kMaxDevices) cached_major[device].store(major, std::memory_order_release);
+  }
+  return major >= 9;
+}
+
 // Plans (plan.hpp) and runs one call: the split kernel, then the combine when it is split. The
 // partials' workspace comes from the stream-ordered pool and is freed on the stream after the
 // combine (graph capture allowed).
@@ -474,11 +495,18 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
     status = Status::CudaError(std::string("decode_split_kernel launch: ") + cudaGetErrorString(e));
   }
   if (status.ok() && plan.num_splits > 1) {
-    const dim3 combine_grid(p.seqlen_q, p.heads_q, p.batch);
-    decode_combine_kernel<Element, kHeadDimV><<<combine_grid, 32 * kCombineWarps, 0, stream>>>(p, splits);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-      status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
-    }
+    // A programmatic dependent of the split grid on sm_90 and later (ptx::griddep_wait).
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(p.seqlen_q, p.heads_q, p.batch);
+    config.blockDim = dim3(32 * kCombineWarps);
+    config.stream = stream;
+    cudaLaunchAttribute dependent;
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &dependent;
+    config.numAttrs = dependent_launch_supported(device) ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&config, &decode_combine_kernel<Element, kHeadDimV>, p, splits);
+    if (e != cudaSuccess) status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
   }
   if (workspace != nullptr) {
     const cudaError_t freed = cudaFreeAsync(workspace, stream);
