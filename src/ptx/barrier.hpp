@@ -89,18 +89,21 @@ FC_DEVICE int ld_acquire_gpu(const int* flag) {
   return value;
 }
 
-// Programmatic dependent launch (sm_90 and later; no-ops before). A grid launched after this one
-// with cudaLaunchAttributeProgrammaticStreamSerialization may start once every CTA of this one has
-// signalled (or finished); its griddep_wait() returns when this grid has completed and its memory
-// operations are visible, so only the dependent's prologue overlaps.
-FC_DEVICE void griddep_launch_dependents() {
+// Programmatic dependent launch (PDL, sm_90 on; older targets are launched without it and compile
+// neither instruction).
+// The first statement of every PDL-launched kernel: returns once the previous grid in the stream
+// has completed and its writes are visible (immediately when launched without PDL).
+FC_DEVICE void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-FC_DEVICE void griddep_wait() {
+// Lets the next PDL-launched grid in the stream be scheduled once every block of this grid has
+// called it (or exited). The next grid still waits in wait_for_previous_grid for this one to
+// complete, so this only decides when its blocks may start their prologue.
+FC_DEVICE void allow_next_grid_to_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

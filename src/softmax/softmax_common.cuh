@@ -14,6 +14,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_dtype.cuh"
 #include "common/host_device.hpp"
+#include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
 #include "softmax/launch.hpp"
 
@@ -243,23 +244,8 @@ Status launch_softmax_kernel(const char* name, void (*kernel)(Params...), unsign
   return Status::Ok();
 }
 
-// The first statement of every PDL-launched kernel: returns once the previous grid in the stream
-// has completed and its writes are visible (immediately when launched without PDL). PDL exists
-// from sm_90 on; older targets are launched without it and compile no wait.
-FC_DEVICE void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Lets the next PDL-launched grid in the stream be scheduled once every block of this grid has
-// called it (or exited). The next grid still waits in wait_for_previous_grid for this one to
-// complete, so this only decides when its blocks may start their prologue (prefetch_row_to_l2).
-FC_DEVICE void allow_next_grid_to_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+using ptx::allow_next_grid_to_start;  // ptx/barrier.hpp: programmatic dependent launch
+using ptx::wait_for_previous_grid;
 
 // Threads an SM holds on every architecture with PDL (sm_90+), the only ones that run the prologue:
 // with rows * threads per row at most sm_count times this, a one-row-per-block grid is resident all

@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
 
   // A split call's combine grid may be scheduled now (it waits for this grid's results): its launch
   // latency then overlaps this grid instead of following it.
-  ptx::griddep_launch_dependents();
+  ptx::allow_next_grid_to_start();
   const int split = blockIdx.x % splits.count;
   const int m_tile = blockIdx.x / splits.count;
   const int head_kv = blockIdx.y;
@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   if (i >= seq.seqlen_q) return;  // the whole CTA: no barrier is skipped by part of it
-  ptx::griddep_wait();  // launched as a programmatic dependent of the split grid (launch_decode_traits)
+  ptx::wait_for_previous_grid();  // a programmatic dependent of the split grid (launch_decode_traits)
   const int64_t row0 = splits.row(p, 0, head, b, seq.q_start, i);
   const int64_t split_step = int64_t(p.heads_q) * splits.token_rows;
 
