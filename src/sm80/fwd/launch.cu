@@ -118,7 +118,7 @@ Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream
   for (int z = 0; z < plan.parts; ++z) {
     AttentionParams part = p;
     part.head_dim_v = std::min(width, p.head_dim_v - z * width);
-    part.v = static_cast<const char*>(p.v) + size_t(z) * width * elem;
+    part.v = p.v != nullptr ? static_cast<const char*>(p.v) + size_t(z) * width * elem : nullptr;  // null: no keys
     part.o = static_cast<char*>(p.o) + size_t(z) * width * elem;
     if (z > 0) part.lse = nullptr;
     FC_RETURN_IF_ERROR(plan.inst->launch(part, stream));
