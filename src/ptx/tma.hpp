@@ -51,6 +51,16 @@ FC_DEVICE void tma_load_4d(void* dst, const void* tensor_map, uint64_t* bar, int
       : "memory");
 }
 
+// The same with shared-window addresses (smem_addr) for the box and the barrier.
+FC_DEVICE void tma_load_4d_addr(uint32_t dst_addr, const void* tensor_map, uint32_t bar_addr, int c0, int c1, int c2,
+                                int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst_addr),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar_addr)
+      : "memory");
+}
+
 // Stores the 5-D box from shared memory at `src`; elements outside the tensor are not written.
 FC_DEVICE void tma_store_5d(const void* tensor_map, const void* src, int c0, int c1, int c2, int c3, int c4) {
   asm volatile(

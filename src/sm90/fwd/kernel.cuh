@@ -85,6 +85,11 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
         ptx::mbarrier_init(&smem.tile_full[s], 1);
         ptx::mbarrier_init(&smem.tile_empty[s], Traits::kConsumerWarps);
       }
+#pragma unroll
+      for (int s = 0; s < Traits::kBoxJobSlots; ++s) {
+        ptx::mbarrier_init(&smem.job_full[s], 1);
+        ptx::mbarrier_init(&smem.job_empty[s], Traits::kHelperWarps);
+      }
     }
     ptx::mbarrier_init_fence();
     // This CTA's share of the stream-K tail, worked out once here (the producer has no registers
@@ -106,6 +111,8 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
     ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
     if (warp == 0 && (Producer::kWholeWarp || lane == 0)) {
       Producer::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
+    } else if constexpr (Traits::kVarlen) {
+      if (params.paged_helpers) PagedIssuers<Traits>::run(smem, &tm_k, &tm_v, warp - 1, lane);
     }
     // Cluster kernel: the producer warp's other lanes wait for its leader here, so the whole warp
     // reaches the final cluster barrier together.

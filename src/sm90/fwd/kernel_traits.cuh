@@ -34,6 +34,19 @@ inline constexpr int kWarpgroupBarrier = ptx::kFirstNamedBarrier + 2;
 // tail, is masked, and the main loop has no mask code (tile_config.hpp, kDenseBlockN).
 // kShape_: the tile config's shape (tile_config.hpp, TileShape); other than kDefault for dense
 // (non-varlen) calls only.
+// One paged K or V block whose TMA boxes the helper warps issue (mainloop.cuh, PagedIssuers);
+// is_v < 0 ends the kernel's jobs.
+struct PagedBoxJob {
+  uint32_t dst;      // shared address of the stage's tile
+  uint32_t barrier;  // shared address of the barrier the boxes complete on (bytes already expected)
+  int is_v;
+  int rows;     // rows loaded: whole pieces of page_rows rows, from the block's first
+  int page_rows;
+  int head_kv;
+  int page[32];  // piece i (rows [i page_rows, + page_rows) of the block) starts at row in_page[i] of page[i]
+  int in_page[32];
+};
+
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
           int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault,
           bool kAlibi_ = false>
@@ -69,6 +82,11 @@ struct KernelTraits {
   static constexpr int kQStages = kConfiguredBlockN ? Config::kQStages : 1;
   // kVarlen: tile indices the producer may hand out ahead of the consumers (TileQueue).
   static constexpr int kTileSlots = 2;
+  // kVarlen, paged K/V in small pieces (KernelParams::paged_helpers): the producer warpgroup's other
+  // warps issue the boxes of the blocks the producer warp hands them (mainloop.cuh, PagedIssuers),
+  // through kBoxJobSlots job slots.
+  static constexpr int kHelperWarps = 3;
+  static constexpr int kBoxJobSlots = 4;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr bool kPingPong = kSchedule == Schedule::kOverlapPingPong && kConsumerWarpgroups == 2;
@@ -128,6 +146,10 @@ struct KernelTraits {
     // kVarlen only: the dynamic tile handout (scheduler.cuh, TileQueue), producer -> consumers.
     uint64_t tile_full[kTileSlots], tile_empty[kTileSlots];
     int tile_unit[kTileSlots];
+    // kVarlen, paged K/V in small pieces (mainloop.cuh, PagedIssuers): the producer warp's box jobs
+    // for the helper warps.
+    PagedBoxJob box_job[kBoxJobSlots];
+    uint64_t job_full[kBoxJobSlots], job_empty[kBoxJobSlots];
     // kStreamK: this CTA's items of the stream-K tail (attention/stream_k.hpp), filled by thread 0 at start.
     attn::StreamKList sk_list;
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from

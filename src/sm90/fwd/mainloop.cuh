@@ -8,6 +8,10 @@
 //   k_full[s]   producer -> consumers   K block in stage s landed (1 arrival + K bytes)
 //   k_empty[s]  consumers -> producer   every consumer warp's S wgmma that read stage s completed
 //   v_full[s], v_empty[s]               the same for V and the O += P V wgmma
+//   job_full[j], job_empty[j]           kVarlen, paged K/V in small pieces (params.paged_helpers):
+//                                       producer warp -> helper warps, a block's box job in slot j
+//                                       (1 arrival), and back once every helper warp issued it
+//                                       (kHelperWarps arrivals); PagedIssuers
 // Cluster kernel (Traits::kClusterM = 2, dense non-causal calls): both CTAs of a cluster visit the
 // same KV blocks in the same order. Each producer loads half of every K/V block's 64-column chunks
 // and multicasts them into the same stage of both CTAs, so each k_full/v_full phase completes on the
@@ -56,6 +60,7 @@ struct Producer {
     ptx::PipelineState<Traits::kStages> stage;
     ptx::PipelineState<Traits::kQStages> q_stage;
     uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
+    ptx::PipelineState<Traits::kBoxJobSlots> job;  // kVarlen, paged_helpers: the next box job slot
   };
 
   // Every producer thread walks the tiles and waits on the barriers; the leader (lane 0) alone
@@ -79,6 +84,7 @@ struct Producer {
         if (more && leader) next = claim_unit(params.tile_counter);  // in flight during this tile's loads
         if (!more) {
           queue.push(-1, leader);
+          if (params.paged_helpers) end_box_jobs(smem, rings, lane);
           break;
         }
         const typename Scheduler::TileT tile = Scheduler::tile_of(params, unit, 0);
@@ -232,7 +238,7 @@ struct Producer {
     };
     ptx::PipelineState<Traits::kStages> k_stage = rings.stage;
     PagedPiece k_piece = piece_of(piece_row(range.n_last), entry_of(piece_row(range.n_last)));
-    load_paged_k(smem, tm_k, params, head_kv, seqlen_k - range.n_last * kBlockN, k_piece, k_stage, lane);
+    load_paged_k(smem, tm_k, params, head_kv, seqlen_k - range.n_last * kBlockN, k_piece, k_stage, rings, lane);
     k_stage.advance();
     int row = piece_row(range.n_last - 1);
     int entry = entry_of(row);
@@ -242,7 +248,7 @@ struct Producer {
         k_piece = piece_of(row, entry);
         row = piece_row(n - 2);
         entry = entry_of(row);  // in flight until block n - 2's K
-        load_paged_k(smem, tm_k, params, head_kv, seqlen_k - (n - 1) * kBlockN, k_piece, k_stage, lane);
+        load_paged_k(smem, tm_k, params, head_kv, seqlen_k - (n - 1) * kBlockN, k_piece, k_stage, rings, lane);
         k_stage.advance();
       }
       load_paged_v(smem, tm_v, params, head_kv, seqlen_k - n * kBlockN, v_piece, rings, lane);
@@ -255,6 +261,16 @@ struct Producer {
     int page;
     bool mine;
   };
+  // The helper warps' last job (params.paged_helpers): they return.
+  static __device__ void end_box_jobs(Storage& smem, Rings& rings, int lane) {
+    ptx::mbarrier_wait(&smem.job_empty[rings.job.index], rings.job.phase ^ 1u);
+    if (lane == 0) {
+      smem.box_job[rings.job.index].is_v = -1;
+      ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);
+    }
+    rings.job.advance();
+  }
+
   // Rows a paged block loads for its first `keys` keys (keys >= 1; more than kBlockN: the block is
   // whole): whole pieces. Pieces wholly past the keys are not loaded: those K rows are masked (their
   // scores become -inf whatever the stage held) and V rows [keys, kBlockN) are zeroed (zero_v_tail),
@@ -268,43 +284,101 @@ struct Producer {
   }
   static __device__ void load_paged_k(Storage& smem, const CUtensorMap* tm_k, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, const ptx::PipelineState<Traits::kStages>& stage,
-                                      int lane) {
+                                      Rings& rings, int lane) {
     ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
-    issue_paged_pieces<Traits::kDqkPad>(smem.k[stage.index] + piece_offset(params, lane), tm_k, &smem.k_full[stage.index],
-                                        paged_rows_loaded(params, keys), piece, head_kv, lane, params.paged_whole_blocks);
+    issue_paged_pieces<Traits::kDqkPad>(smem, smem.k[stage.index], tm_k, &smem.k_full[stage.index], paged_rows_loaded(params, keys),
+                                        piece, head_kv, params, rings, 0, lane);
   }
   static __device__ void load_paged_v(Storage& smem, const CUtensorMap* tm_v, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, Rings& rings, int lane) {
     const int stage = rings.stage.index;
     ptx::mbarrier_wait(&smem.v_empty[stage], rings.stage.phase ^ 1u);
-    uint16_t* dst = smem.v[stage] + piece_offset(params, lane);
     if (keys < kBlockN) {
-      issue_paged_pieces<Traits::kDvPad>(dst, tm_v, &smem.v_tail, paged_rows_loaded(params, keys), piece, head_kv, lane,
-                                         params.paged_whole_blocks);
+      issue_paged_pieces<Traits::kDvPad>(smem, smem.v[stage], tm_v, &smem.v_tail, paged_rows_loaded(params, keys), piece,
+                                         head_kv, params, rings, 1, lane);
       zero_v_tail(smem, stage, keys, rings.tail_phase, lane);
       rings.tail_phase ^= 1u;
     } else {
-      issue_paged_pieces<Traits::kDvPad>(dst, tm_v, &smem.v_full[stage], uint32_t(kBlockN), piece, head_kv, lane,
-                                         params.paged_whole_blocks);
+      issue_paged_pieces<Traits::kDvPad>(smem, smem.v[stage], tm_v, &smem.v_full[stage], uint32_t(kBlockN), piece, head_kv,
+                                         params, rings, 1, lane);
     }
   }
-  // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any lane's copy can
-  // complete on it; then each lane with a piece (`mine`) copies it into every 64-column chunk
-  // ([kPad/64][kBlockN][64]; dst already points at the piece's first row in chunk 0): one 5-D box
-  // for all of them when the piece is the whole block (params.paged_whole_blocks), else a box each.
+  // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any box can complete
+  // on it; then the pieces (`mine`: the block's keys reach them) are copied into every 64-column
+  // chunk of `tile` ([kPad/64][kBlockN][64]), piece i at row i * page_rows: one 5-D box per piece
+  // when the piece is the whole block (params.paged_whole_blocks), else a box per chunk, issued by
+  // the lane that holds the piece or, with params.paged_helpers, handed with every lane's piece to
+  // the helper warps (PagedIssuers).
   template <int kPad>
-  static __device__ void issue_paged_pieces(uint16_t* dst, const CUtensorMap* map, uint64_t* full, uint32_t rows,
-                                            const PagedPiece& piece, int head_kv, int lane, bool whole_blocks) {
+  static __device__ void issue_paged_pieces(Storage& smem, uint16_t* tile, const CUtensorMap* map, uint64_t* full,
+                                            uint32_t rows, const PagedPiece& piece, int head_kv,
+                                            const KernelParams& params, Rings& rings, int is_v, int lane) {
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
+    if (params.paged_helpers) {
+      ptx::mbarrier_wait(&smem.job_empty[rings.job.index], rings.job.phase ^ 1u);
+      PagedBoxJob& job = smem.box_job[rings.job.index];
+      job.page[lane] = piece.page;
+      job.in_page[lane] = piece.in_page;
+      if (lane == 0) {
+        job.dst = ptx::smem_addr(tile), job.barrier = ptx::smem_addr(full), job.is_v = is_v;
+        job.rows = int(rows), job.page_rows = params.page_rows, job.head_kv = head_kv;
+      }
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);  // releases the job's fields
+      rings.job.advance();
+      return;
+    }
     __syncwarp();
     if (!piece.mine) return;
-    if (whole_blocks) {
+    uint16_t* dst = tile + piece_offset(params, lane);
+    if (params.paged_whole_blocks) {
       ptx::tma_load_5d(dst, map, full, 0, piece.in_page, 0, head_kv, piece.page);
       return;
     }
 #pragma unroll
     for (int c = 0; c < kPad / 64; ++c) {
       ptx::tma_load_4d(dst + c * kBlockN * 64, map, full, 64 * c, piece.in_page, head_kv, piece.page);
+    }
+  }
+};
+
+// The helper warps of paged K/V in small pieces (KernelParams::paged_helpers): a block of pieces
+// of page_rows rows needs (kBlockN / page_rows) x (head dim / 64) TMA boxes, and the producer warp's
+// lanes issuing them one after another kept the consumers waiting (docs/design/decode.md). Warps
+// 1..kHelperWarps of the producer warpgroup take the producer warp's jobs in order, box b of a
+// block by lane b / kHelperWarps of helper warp b % kHelperWarps, so the boxes of a block issue from
+// several warps at once. The producer warp has looked the pages up and set the bytes the barrier
+// expects before it hands a job over.
+template <class Traits>
+struct PagedIssuers {
+  using Storage = typename Traits::SharedStorage;
+  static constexpr int kBlockN = Traits::kBlockN;
+
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v, int helper, int lane) {
+    for (ptx::PipelineState<Traits::kBoxJobSlots> slot;; slot.advance()) {
+      ptx::mbarrier_wait(&smem.job_full[slot.index], slot.phase);
+      const PagedBoxJob& job = smem.box_job[slot.index];
+      const int is_v = job.is_v;
+      if (is_v < 0) return;
+      if (is_v) {
+        issue<Traits::kDvPad>(job, tm_v, helper, lane);
+      } else {
+        issue<Traits::kDqkPad>(job, tm_k, helper, lane);
+      }
+      __syncwarp();  // every lane has read the job
+      if (lane == 0) ptx::mbarrier_arrive(&smem.job_empty[slot.index]);
+    }
+  }
+
+  template <int kPad>
+  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int helper, int lane) {
+    constexpr int kChunks = kPad / 64;
+    const int page_rows = job.page_rows;
+    const int boxes = job.rows / page_rows * kChunks;
+    for (int box = helper + Traits::kHelperWarps * lane; box < boxes; box += 32 * Traits::kHelperWarps) {
+      const int piece = box / kChunks, chunk = box % kChunks;
+      const uint32_t dst = job.dst + uint32_t((chunk * kBlockN + piece * page_rows) * Traits::kRowBytes);
+      ptx::tma_load_4d_addr(dst, map, job.barrier, 64 * chunk, job.in_page[piece], job.head_kv, job.page[piece]);
     }
   }
 };

@@ -88,6 +88,10 @@ struct KernelParams {
   // page_rows == kBlockN and neither map is padded: the maps are the whole-tile 5-D shape (one box
   // per block, tma.cuh), else per chunk.
   bool paged_whole_blocks = false;
+  // page_rows below kPagedHelperRowsBelow (tile_config.hpp): a block's pieces are issued by the
+  // producer warpgroup's helper warps, from a job the producer warp hands them (mainloop.cuh,
+  // PagedIssuers), instead of by the producer warp's lanes.
+  bool paged_helpers = false;
 };
 
 }  // namespace flashcore::sm90
