@@ -263,9 +263,10 @@ void add_varlen_cases(std::vector<Case>& cases, const Case& base) {
   });
 }
 
-// Paged K/V (the varlen kernel's producer warp loads each block in pieces of gcd(page_size,
-// kBlockN) rows, a page looked up per piece): pages of 8 (the smallest), 16, 48 (a piece of 16 or
-// 48 rows, not a power of two), 64 and 256 (a block inside one page), varlen and dense queries,
+// Paged K/V (the varlen kernel loads each block in pieces of gcd(page_size, kBlockN) rows, a page
+// looked up per piece; pieces below 32 rows are issued by the helper warps, larger ones by the
+// producer warp's lanes): pages of 8 (the smallest), 16, 48 (a piece of 16 or 48 rows, not a power
+// of two), 64 and 256 (a block inside one page), varlen and dense queries,
 // seqused_k, every mask rule, GQA/MQA. make_problem fills the pool's unused rows with NaN, so a piece
 // read from the wrong page or past a sequence's keys shows.
 void add_paged_cases(std::vector<Case>& cases, const Case& base) {
@@ -559,13 +560,14 @@ TEST(Sm90Sanitizer, SmallVarlenCases) {
   run_cases_in_build(cases);
 }
 
-// Paged K/V for compute-sanitizer: pieces issued by several lanes of the producer warp into one
-// stage, the zeroed V tail of a paged block, pages of 16 and 48 rows, a padded head dim (72 -> 80).
+// Paged K/V for compute-sanitizer: pieces issued into one stage by the helper warps (pages of 16
+// and 48 rows: 16-row pieces) and by several lanes of the producer warp (64), the zeroed V tail of a
+// paged block, a padded head dim (72 -> 80).
 TEST(Sm90Sanitizer, PagedCases) {
   FC_REQUIRE_SM(90);
   std::vector<Case> cases;
   for (int d : {72, 128}) {
-    for (int page_size : {16, 48}) {
+    for (int page_size : {16, 48, 64}) {
       Case c = small_varlen_case(d, d);
       c.page_size = page_size;
       c.heads_q = 4, c.heads_kv = 2;
