@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
       }
 #pragma unroll
       for (int s = 0; s < Traits::kBoxJobSlots; ++s) {
-        ptx::mbarrier_init(&smem.job_full[s], 1);
-        ptx::mbarrier_init(&smem.job_empty[s], Traits::kHelperWarps);
+        ptx::mbarrier_init(&smem.job_full[s], 32);
+        ptx::mbarrier_init(&smem.job_empty[s], 32 * Traits::kHelperWarps);
       }
     }
     ptx::mbarrier_init_fence();

@@ -10,8 +10,8 @@
 //   v_full[s], v_empty[s]               the same for V and the O += P V wgmma
 //   job_full[j], job_empty[j]           kVarlen, paged K/V in small pieces (params.paged_helpers):
 //                                       producer warp -> helper warps, a block's box job in slot j
-//                                       (1 arrival), and back once every helper warp issued it
-//                                       (kHelperWarps arrivals); PagedIssuers
+//                                       (32 arrivals: each lane after its writes), and back once every
+//                                       helper lane has read it (32 kHelperWarps); PagedIssuers
 // Cluster kernel (Traits::kClusterM = 2, dense non-causal calls): both CTAs of a cluster visit the
 // same KV blocks in the same order. Each producer loads half of every K/V block's 64-column chunks
 // and multicasts them into the same stage of both CTAs, so each k_full/v_full phase completes on the
@@ -264,10 +264,8 @@ struct Producer {
   // The helper warps' last job (params.paged_helpers): they return.
   static __device__ void end_box_jobs(Storage& smem, Rings& rings, int lane) {
     ptx::mbarrier_wait(&smem.job_empty[rings.job.index], rings.job.phase ^ 1u);
-    if (lane == 0) {
-      smem.box_job[rings.job.index].is_v = -1;
-      ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);
-    }
+    if (lane == 0) smem.box_job[rings.job.index].is_v = -1;
+    ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);
     rings.job.advance();
   }
 
@@ -323,8 +321,7 @@ struct Producer {
         job.dst = ptx::smem_addr(tile), job.barrier = ptx::smem_addr(full), job.is_v = is_v;
         job.rows = int(rows), job.page_rows = params.page_rows, job.head_kv = head_kv;
       }
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);  // releases the job's fields
+      ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);  // releases this lane's fields of the job
       rings.job.advance();
       return;
     }
@@ -365,8 +362,7 @@ struct PagedIssuers {
       } else {
         issue<Traits::kDqkPad>(job, tm_k, helper, lane);
       }
-      __syncwarp();  // every lane has read the job
-      if (lane == 0) ptx::mbarrier_arrive(&smem.job_empty[slot.index]);
+      ptx::mbarrier_arrive(&smem.job_empty[slot.index]);  // this lane has read the job
     }
   }
 
