@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
         ptx::mbarrier_init(&smem.job_full[s], 32);
         ptx::mbarrier_init(&smem.job_empty[s], 32 * Traits::kHelperWarps);
       }
+      smem.jobs_handed_out = 0;
     }
     ptx::mbarrier_init_fence();
     // This CTA's share of the stream-K tail, worked out once here (the producer has no registers
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
     ptx::setmaxnreg_dec<Traits::Config::kProducerRegs>();
     if (warp == 0 && (Producer::kWholeWarp || lane == 0)) {
       Producer::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
-    } else if constexpr (Traits::kVarlen) {
+    } else if constexpr (Traits::kPagedHelpers) {
       if (params.paged_helpers) PagedIssuers<Traits>::run(smem, &tm_k, &tm_v, warp - 1, lane);
     }
     // Cluster kernel: the producer warp's other lanes wait for its leader here, so the whole warp

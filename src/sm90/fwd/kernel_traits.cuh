@@ -86,6 +86,10 @@ struct KernelTraits {
   // warps issue the boxes of the blocks the producer warp hands them (mainloop.cuh, PagedIssuers),
   // through kBoxJobSlots job slots.
   static constexpr int kHelperWarps = 3;
+  // Built where it costs no spill: with three consumer warpgroups (d64) the helpers' code made the
+  // 24-register producer warpgroup spill (and d64's 96-key blocks of 16-row pieces are 6 boxes,
+  // where helpers gained nothing).
+  static constexpr bool kPagedHelpers = kVarlen && kConsumerWarpgroups == 2;
   static constexpr int kBoxJobSlots = 4;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
@@ -150,6 +154,7 @@ struct KernelTraits {
     // for the helper warps.
     PagedBoxJob box_job[kBoxJobSlots];
     uint64_t job_full[kBoxJobSlots], job_empty[kBoxJobSlots];
+    uint32_t jobs_handed_out;  // by the producer warp (0 at start)
     // kStreamK: this CTA's items of the stream-K tail (attention/stream_k.hpp), filled by thread 0 at start.
     attn::StreamKList sk_list;
     // One 8-byte slot per consumer warp, written and never read: the store that keeps ptxas from

@@ -82,7 +82,8 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
       }
       params.paged_whole_blocks = params.page_rows == Traits::kBlockN && !per_chunk_map(args.k.head_dim, Traits::kDqk) &&
                                   !per_chunk_map(args.v.head_dim, Traits::kDv);
-      params.paged_helpers = params.page_rows < kPagedHelperRowsBelow && !params.paged_whole_blocks;
+      params.paged_helpers =
+          Traits::kPagedHelpers && params.page_rows < kPagedHelperRowsBelow && !params.paged_whole_blocks;
       if (params.paged_whole_blocks) {
         FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kDqk, Traits::kBlockN));
         FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kDv, Traits::kBlockN));

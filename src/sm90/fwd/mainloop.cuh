@@ -60,7 +60,6 @@ struct Producer {
     ptx::PipelineState<Traits::kStages> stage;
     ptx::PipelineState<Traits::kQStages> q_stage;
     uint32_t tail_phase = 0;  // kVarlen: v_tail's parity
-    ptx::PipelineState<Traits::kBoxJobSlots> job;  // kVarlen, paged_helpers: the next box job slot
   };
 
   // Every producer thread walks the tiles and waits on the barriers; the leader (lane 0) alone
@@ -84,7 +83,7 @@ struct Producer {
         if (more && leader) next = claim_unit(params.tile_counter);  // in flight during this tile's loads
         if (!more) {
           queue.push(-1, leader);
-          if (params.paged_helpers) end_box_jobs(smem, rings, lane);
+          if (Traits::kPagedHelpers && params.paged_helpers) end_box_jobs(smem, lane);
           break;
         }
         const typename Scheduler::TileT tile = Scheduler::tile_of(params, unit, 0);
@@ -238,7 +237,7 @@ struct Producer {
     };
     ptx::PipelineState<Traits::kStages> k_stage = rings.stage;
     PagedPiece k_piece = piece_of(piece_row(range.n_last), entry_of(piece_row(range.n_last)));
-    load_paged_k(smem, tm_k, params, head_kv, seqlen_k - range.n_last * kBlockN, k_piece, k_stage, rings, lane);
+    load_paged_k(smem, tm_k, params, head_kv, seqlen_k - range.n_last * kBlockN, k_piece, k_stage, lane);
     k_stage.advance();
     int row = piece_row(range.n_last - 1);
     int entry = entry_of(row);
@@ -248,7 +247,7 @@ struct Producer {
         k_piece = piece_of(row, entry);
         row = piece_row(n - 2);
         entry = entry_of(row);  // in flight until block n - 2's K
-        load_paged_k(smem, tm_k, params, head_kv, seqlen_k - (n - 1) * kBlockN, k_piece, k_stage, rings, lane);
+        load_paged_k(smem, tm_k, params, head_kv, seqlen_k - (n - 1) * kBlockN, k_piece, k_stage, lane);
         k_stage.advance();
       }
       load_paged_v(smem, tm_v, params, head_kv, seqlen_k - n * kBlockN, v_piece, rings, lane);
@@ -262,11 +261,24 @@ struct Producer {
     bool mine;
   };
   // The helper warps' last job (params.paged_helpers): they return.
-  static __device__ void end_box_jobs(Storage& smem, Rings& rings, int lane) {
-    ptx::mbarrier_wait(&smem.job_empty[rings.job.index], rings.job.phase ^ 1u);
-    if (lane == 0) smem.box_job[rings.job.index].is_v = -1;
-    ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);
-    rings.job.advance();
+  static __device__ void end_box_jobs(Storage& smem, int lane) {
+    const uint32_t slot = next_job_slot(smem);
+    if (lane == 0) smem.box_job[slot].is_v = -1;
+    ptx::mbarrier_arrive(&smem.job_full[slot]);
+    job_handed_out(smem, lane);
+  }
+  // The next job's slot, once the helpers have released it. The count of jobs handed out lives in
+  // shared memory: a ring position in registers made the d64 producer spill.
+  static __device__ uint32_t next_job_slot(Storage& smem) {
+    const uint32_t count = smem.jobs_handed_out;
+    const uint32_t slot = count % Traits::kBoxJobSlots;
+    ptx::mbarrier_wait(&smem.job_empty[slot], ((count / Traits::kBoxJobSlots) & 1u) ^ 1u);
+    return slot;
+  }
+  static __device__ void job_handed_out(Storage& smem, int lane) {
+    __syncwarp();  // every lane has read the count
+    if (lane == 0) ++smem.jobs_handed_out;
+    __syncwarp();
   }
 
   // Rows a paged block loads for its first `keys` keys (keys >= 1; more than kBlockN: the block is
@@ -282,10 +294,10 @@ struct Producer {
   }
   static __device__ void load_paged_k(Storage& smem, const CUtensorMap* tm_k, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, const ptx::PipelineState<Traits::kStages>& stage,
-                                      Rings& rings, int lane) {
+                                      int lane) {
     ptx::mbarrier_wait(&smem.k_empty[stage.index], stage.phase ^ 1u);
     issue_paged_pieces<Traits::kDqkPad>(smem, smem.k[stage.index], tm_k, &smem.k_full[stage.index], paged_rows_loaded(params, keys),
-                                        piece, head_kv, params, rings, 0, lane);
+                                        piece, head_kv, params, 0, lane);
   }
   static __device__ void load_paged_v(Storage& smem, const CUtensorMap* tm_v, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, Rings& rings, int lane) {
@@ -293,12 +305,12 @@ struct Producer {
     ptx::mbarrier_wait(&smem.v_empty[stage], rings.stage.phase ^ 1u);
     if (keys < kBlockN) {
       issue_paged_pieces<Traits::kDvPad>(smem, smem.v[stage], tm_v, &smem.v_tail, paged_rows_loaded(params, keys), piece,
-                                         head_kv, params, rings, 1, lane);
+                                         head_kv, params, 1, lane);
       zero_v_tail(smem, stage, keys, rings.tail_phase, lane);
       rings.tail_phase ^= 1u;
     } else {
       issue_paged_pieces<Traits::kDvPad>(smem, smem.v[stage], tm_v, &smem.v_full[stage], uint32_t(kBlockN), piece, head_kv,
-                                         params, rings, 1, lane);
+                                         params, 1, lane);
     }
   }
   // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any box can complete
@@ -310,19 +322,19 @@ struct Producer {
   template <int kPad>
   static __device__ void issue_paged_pieces(Storage& smem, uint16_t* tile, const CUtensorMap* map, uint64_t* full,
                                             uint32_t rows, const PagedPiece& piece, int head_kv,
-                                            const KernelParams& params, Rings& rings, int is_v, int lane) {
+                                            const KernelParams& params, int is_v, int lane) {
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
-    if (params.paged_helpers) {
-      ptx::mbarrier_wait(&smem.job_empty[rings.job.index], rings.job.phase ^ 1u);
-      PagedBoxJob& job = smem.box_job[rings.job.index];
+    if (Traits::kPagedHelpers && params.paged_helpers) {
+      const uint32_t slot = next_job_slot(smem);
+      PagedBoxJob& job = smem.box_job[slot];
       job.page[lane] = piece.page;
       job.in_page[lane] = piece.in_page;
       if (lane == 0) {
         job.dst = ptx::smem_addr(tile), job.barrier = ptx::smem_addr(full), job.is_v = is_v;
         job.rows = int(rows), job.page_rows = params.page_rows, job.head_kv = head_kv;
       }
-      ptx::mbarrier_arrive(&smem.job_full[rings.job.index]);  // releases this lane's fields of the job
-      rings.job.advance();
+      ptx::mbarrier_arrive(&smem.job_full[slot]);  // releases this lane's fields of the job
+      job_handed_out(smem, lane);
       return;
     }
     __syncwarp();
