@@ -42,16 +42,7 @@ FC_DEVICE void tma_load_5d_multicast(uint32_t dst_addr, const void* tensor_map, 
       : "memory");
 }
 
-// The same for a 4-D box.
-FC_DEVICE void tma_load_4d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// The same with shared-window addresses (smem_addr) for the box and the barrier.
+// The same for a 4-D box, with shared-window addresses (smem_addr) for the box and the barrier.
 FC_DEVICE void tma_load_4d_addr(uint32_t dst_addr, const void* tensor_map, uint32_t bar_addr, int c0, int c1, int c2,
                                 int c3) {
   asm volatile(
@@ -59,6 +50,9 @@ FC_DEVICE void tma_load_4d_addr(uint32_t dst_addr, const void* tensor_map, uint3
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst_addr),
       "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar_addr)
       : "memory");
+}
+FC_DEVICE void tma_load_4d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  tma_load_4d_addr(smem_addr(dst), tensor_map, smem_addr(bar), c0, c1, c2, c3);
 }
 
 // Stores the 5-D box from shared memory at `src`; elements outside the tensor are not written.

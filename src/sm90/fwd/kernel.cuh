@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
     if (warp == 0 && (Producer::kWholeWarp || lane == 0)) {
       Producer::run(smem, &tm_q, &tm_k, &tm_v, params, lane);
     } else if constexpr (Traits::kPagedHelpers) {
-      if (params.paged_helpers) PagedIssuers<Traits>::run(smem, &tm_k, &tm_v, warp - 1, lane);
+      if (params.paged_helpers) PagedIssuers<Traits>::run(smem, &tm_k, &tm_v, params, warp - 1, lane);
     }
     // Cluster kernel: the producer warp's other lanes wait for its leader here, so the whole warp
     // reaches the final cluster barrier together.

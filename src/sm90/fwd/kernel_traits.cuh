@@ -23,6 +23,18 @@ namespace flashcore::sm90 {
 inline constexpr int kPingPongBarrier = ptx::kFirstNamedBarrier;
 inline constexpr int kWarpgroupBarrier = ptx::kFirstNamedBarrier + 2;
 
+// One paged K or V block whose TMA boxes the helper warps issue (mainloop.cuh, PagedIssuers);
+// is_v < 0 ends the kernel's jobs.
+struct PagedBoxJob {
+  uint32_t dst;      // shared address of the stage's tile
+  uint32_t barrier;  // shared address of the barrier the boxes complete on (bytes already expected)
+  int is_v;
+  int rows;  // rows loaded: whole pieces of KernelParams::page_rows rows, from the block's first
+  int head_kv;
+  int page[32];  // piece i (rows [i page_rows, + page_rows) of the block) starts at row in_page[i] of page[i]
+  int in_page[32];
+};
+
 // kVarlen_: the kernel for calls with per-sequence lengths (cu_seqlens_q/k or seqused_k): tiles
 // resolve their sequence, the producer warp zeroes V rows past a sequence's keys, partial row blocks
 // store directly. False: the dense kernel, which reads lengths and mask from KernelParams alone and
@@ -34,19 +46,6 @@ inline constexpr int kWarpgroupBarrier = ptx::kFirstNamedBarrier + 2;
 // tail, is masked, and the main loop has no mask code (tile_config.hpp, kDenseBlockN).
 // kShape_: the tile config's shape (tile_config.hpp, TileShape); other than kDefault for dense
 // (non-varlen) calls only.
-// One paged K or V block whose TMA boxes the helper warps issue (mainloop.cuh, PagedIssuers);
-// is_v < 0 ends the kernel's jobs.
-struct PagedBoxJob {
-  uint32_t dst;      // shared address of the stage's tile
-  uint32_t barrier;  // shared address of the barrier the boxes complete on (bytes already expected)
-  int is_v;
-  int rows;     // rows loaded: whole pieces of page_rows rows, from the block's first
-  int page_rows;
-  int head_kv;
-  int page[32];  // piece i (rows [i page_rows, + page_rows) of the block) starts at row in_page[i] of page[i]
-  int in_page[32];
-};
-
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
           int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault,
           bool kAlibi_ = false>

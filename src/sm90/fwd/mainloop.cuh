@@ -83,7 +83,7 @@ struct Producer {
         if (more && leader) next = claim_unit(params.tile_counter);  // in flight during this tile's loads
         if (!more) {
           queue.push(-1, leader);
-          if (Traits::kPagedHelpers && params.paged_helpers) end_box_jobs(smem, lane);
+          if (helpers_issue_pieces(params)) end_box_jobs(smem, lane);
           break;
         }
         const typename Scheduler::TileT tile = Scheduler::tile_of(params, unit, 0);
@@ -260,6 +260,11 @@ struct Producer {
     int page;
     bool mine;
   };
+  // Whether the helper warps issue the paged pieces (PagedIssuers); false at compile time in the
+  // kernels built without them.
+  static __device__ bool helpers_issue_pieces(const KernelParams& params) {
+    return Traits::kPagedHelpers && params.paged_helpers;
+  }
   // The helper warps' last job (params.paged_helpers): they return.
   static __device__ void end_box_jobs(Storage& smem, int lane) {
     const uint32_t slot = next_job_slot(smem);
@@ -324,14 +329,14 @@ struct Producer {
                                             uint32_t rows, const PagedPiece& piece, int head_kv,
                                             const KernelParams& params, int is_v, int lane) {
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, rows * (kPad / 64) * Traits::kRowBytes);
-    if (Traits::kPagedHelpers && params.paged_helpers) {
+    if (helpers_issue_pieces(params)) {
       const uint32_t slot = next_job_slot(smem);
       PagedBoxJob& job = smem.box_job[slot];
       job.page[lane] = piece.page;
       job.in_page[lane] = piece.in_page;
       if (lane == 0) {
         job.dst = ptx::smem_addr(tile), job.barrier = ptx::smem_addr(full), job.is_v = is_v;
-        job.rows = int(rows), job.page_rows = params.page_rows, job.head_kv = head_kv;
+        job.rows = int(rows), job.head_kv = head_kv;
       }
       ptx::mbarrier_arrive(&smem.job_full[slot]);  // releases this lane's fields of the job
       job_handed_out(smem, lane);
@@ -363,25 +368,25 @@ struct PagedIssuers {
   using Storage = typename Traits::SharedStorage;
   static constexpr int kBlockN = Traits::kBlockN;
 
-  static __device__ void run(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v, int helper, int lane) {
+  static __device__ void run(Storage& smem, const CUtensorMap* tm_k, const CUtensorMap* tm_v, const KernelParams& params,
+                             int helper, int lane) {
     for (ptx::PipelineState<Traits::kBoxJobSlots> slot;; slot.advance()) {
       ptx::mbarrier_wait(&smem.job_full[slot.index], slot.phase);
       const PagedBoxJob& job = smem.box_job[slot.index];
       const int is_v = job.is_v;
       if (is_v < 0) return;
       if (is_v) {
-        issue<Traits::kDvPad>(job, tm_v, helper, lane);
+        issue<Traits::kDvPad>(job, tm_v, params.page_rows, helper, lane);
       } else {
-        issue<Traits::kDqkPad>(job, tm_k, helper, lane);
+        issue<Traits::kDqkPad>(job, tm_k, params.page_rows, helper, lane);
       }
       ptx::mbarrier_arrive(&smem.job_empty[slot.index]);  // this lane has read the job
     }
   }
 
   template <int kPad>
-  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int helper, int lane) {
+  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int page_rows, int helper, int lane) {
     constexpr int kChunks = kPad / 64;
-    const int page_rows = job.page_rows;
     const int boxes = job.rows / page_rows * kChunks;
     for (int box = helper + Traits::kHelperWarps * lane; box < boxes; box += 32 * Traits::kHelperWarps) {
       const int piece = box / kChunks, chunk = box % kChunks;
