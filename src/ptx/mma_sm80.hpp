@@ -38,6 +38,26 @@ FC_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem_ptr, bool valid)
                "r"(src_size));
 }
 
+// L2 cache policies for cp_async_16's hint (sm_80+): lines of data read once are evicted first;
+// evict-normal is the default policy, for data other CTAs read again.
+FC_DEVICE uint64_t l2_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+FC_DEVICE uint64_t l2_policy_evict_normal() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// cp_async_16 with an L2 cache policy (l2_policy_*).
+FC_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem_ptr, bool valid, uint64_t l2_policy) {
+  const int src_size = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr), "l"(gmem_ptr),
+               "r"(src_size), "l"(l2_policy));
+}
+
 // This thread's threadIdx.x, read from the special register at this point of the program. A
 // volatile read is never merged with another or hoisted out of a loop, so values derived from it
 // are recomputed where they are used instead of being kept in registers from the kernel's start

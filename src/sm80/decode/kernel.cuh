@@ -65,10 +65,11 @@ FC_DEVICE void locate_paged_rows(int2* slot, const AttentionParams& p, int b, in
 // Copies the K and V rows of KV block n_block (keys n_block * kBlockN + [0, kBlockN)) into one ring
 // stage; keys at or past seqlen_k are zero-filled and not read. Dense: k_rows / v_rows point at key
 // 0 of this (entry, KV head); paged: `rows` holds the block's located rows (locate_paged_rows).
+// l2_policy: the reads' L2 cache policy (kv_l2_policy).
 template <class Traits, bool kPaged>
 FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Element* sV, const AttentionParams& p,
                              const typename Traits::Element* k_rows, const typename Traits::Element* v_rows,
-                             const int2* rows, int head_kv, int seqlen_k, int n_block) {
+                             const int2* rows, int head_kv, int seqlen_k, int n_block, uint64_t l2_policy) {
   using Element = typename Traits::Element;
   using Pattern = KvCopyPattern<Traits>;
   const int row0 = Pattern::row0();
@@ -101,9 +102,9 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
       const bool k_valid = valid && col + offset < p.head_dim_qk;
       const bool v_valid = valid && col + offset < p.head_dim_v;
       ptx::cp_async_16(ptx::smem_address(sK + row * Traits::kKStride + col + offset), k_valid ? k_src + offset : k_src,
-                       k_valid);
+                       k_valid, l2_policy);
       ptx::cp_async_16(ptx::smem_address(sV + row * Traits::kVStride + col + offset), v_valid ? v_src + offset : v_src,
-                       v_valid);
+                       v_valid, l2_policy);
     }
   }
 }
@@ -210,6 +211,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   OnlineSoftmax<Traits::kMTiles, Traits::kScoreNTiles, Traits::kOutNTiles> softmax;
   softmax.init();
 
+  // A KV block is read by one CTA when the call has one row tile per KV head (every split reads its
+  // own key range): its lines are evicted from L2 first. Several row tiles read each block once
+  // each, close together in time, and keep the default policy so the later ones hit in L2.
+  const uint64_t kv_l2_policy =
+      int(gridDim.x) == splits.count ? ptx::l2_policy_evict_first() : ptx::l2_policy_evict_normal();
   if (n_lo <= n_hi) {
     // Q: the packed rows (token, head) of this tile; rows past the tile's end are zero.
     constexpr int kQChunks = Traits::kHeadDimQK / 8;
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
           __syncthreads();
         }
         load_kv_block<Traits, kPaged>(sK + s * Traits::kKStageElems, sV + s * Traits::kVStageElems, p, k_rows, v_rows,
-                                      paged_rows[(n_lo + s) & 1], head_kv, seq.seqlen_k, n_lo + s);
+                                      paged_rows[(n_lo + s) & 1], head_kv, seq.seqlen_k, n_lo + s, kv_l2_policy);
       }
       ptx::cp_async_commit();  // one group per stage, empty or not, so the wait count below holds
     }
@@ -255,7 +261,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
       if (next <= n_hi) {
         load_kv_block<Traits, kPaged>(sK + next_stage * Traits::kKStageElems, sV + next_stage * Traits::kVStageElems,
-                                      p, k_rows, v_rows, paged_rows[next & 1], head_kv, seq.seqlen_k, next);
+                                      p, k_rows, v_rows, paged_rows[next & 1], head_kv, seq.seqlen_k, next, kv_l2_policy);
         if constexpr (kPaged) {
           // Slot (next + 1) & 1 was last read in the previous iteration, before this one's barrier.
           if (next + 1 <= n_hi) {
