@@ -253,6 +253,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
 
     const int min_diag = mask.min_diagonal();
     const int max_diag = mask.max_diagonal();
+    QFragments<typename Traits::WarpGemm> q_frag;  // used when Traits::kQInRegisters
 #pragma unroll 1
     for (int n_block = n_lo, stage = 0; n_block <= n_hi; ++n_block, stage = stage + 1 == kStages ? 0 : stage + 1) {
       ptx::cp_async_wait<kStages - 2>();
@@ -274,7 +275,12 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       const Element* sK_warp = sK + stage * Traits::kKStageElems + warp * Traits::kWarpKeys * Traits::kKStride;
       const Element* sV_warp = sV + stage * Traits::kVStageElems + warp * Traits::kWarpKeys * Traits::kVStride;
       float acc_s[Traits::kMTiles][Traits::kScoreNTiles][4];
-      gemm_qk<typename Traits::WarpGemm>(acc_s, sQ, sK_warp, 0, lane);
+      if constexpr (Traits::kQInRegisters) {
+        if (n_block == n_lo) load_q_fragments<typename Traits::WarpGemm>(q_frag, sQ, 0, lane);  // Q is visible now
+        gemm_qk_regs<typename Traits::WarpGemm>(acc_s, q_frag, sK_warp, lane);
+      } else {
+        gemm_qk<typename Traits::WarpGemm>(acc_s, sQ, sK_warp, 0, lane);
+      }
       const int key0 = n_block * kBlockN + warp * Traits::kWarpKeys;
       if (mask.tile_fully_visible(token_first, token_last, key0, key0 + Traits::kWarpKeys - 1)) {
         decode_transform_and_mask<false>(acc_s, token, slope, key0, transform, score_mod, min_diag, max_diag,
@@ -284,9 +290,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
                                         seq.seqlen_k);
       }
       softmax.update(acc_s, acc_o, log2_multiplier);
-      // P split into two 16-bit parts (gemm_pv_f16): the step is memory-bound, so O gets P's
-      // rounding error squared for free.
-      gemm_pv<typename Traits::WarpGemm, true>(acc_o, acc_s, sV_warp, lane);
+      gemm_pv<typename Traits::WarpGemm>(acc_o, acc_s, sV_warp, lane);
     }
   }
   ptx::cp_async_wait<0>();

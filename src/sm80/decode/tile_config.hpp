@@ -101,6 +101,10 @@ struct DecodeTraits {
     static constexpr int kKStride = DecodeTraits::kKStride;
     static constexpr int kVStride = DecodeTraits::kVStride;
   };
+  // Q's A fragments stay in registers across the K/V blocks (not re-read from shared memory per
+  // block) where they take at most 32 registers: d <= 128 with one row tile. Above that they
+  // would crowd the O accumulators (128 per thread at d256).
+  static constexpr bool kQInRegisters = kHeadDimQK / 16 * kMTiles * 4 <= 32;
   static constexpr int kQElems = kBlockM * kQStride;
   static constexpr int kKStageElems = kBlockN * kKStride;
   static constexpr int kVStageElems = kBlockN * kVStride;
