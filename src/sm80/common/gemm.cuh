@@ -151,7 +151,9 @@ FC_DEVICE void gemm_qk_regs(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles
 // acc_o[mt] += P[mt] V_block, with P taken from the softmax'ed S accumulators of this warp: the C
 // fragments of n-tiles 2kk and 2kk+1, rounded to 16 bits, are exactly the A fragment of k-step kk
 // (P never leaves registers). Rounding just before each k-step keeps few packed registers live.
-template <class Traits>
+// kSplitP: P = hi + lo, both 16-bit (lo = P - hi rounded), and two MMAs per tile, so P carries
+// ~2x the dtype's mantissa into O (the decode kernel: memory-bound, the second MMA costs it 1-2%).
+template <class Traits, bool kSplitP = false>
 FC_DEVICE void gemm_pv_f16(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
                            const float (&p)[Traits::kMTiles][Traits::kScoreNTiles][4],
                            const typename Traits::Element* sV, int lane) {
@@ -171,12 +173,26 @@ FC_DEVICE void gemm_pv_f16(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4
       a[mt][2] = ptx::pack2(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1], Element{});
       a[mt][3] = ptx::pack2(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3], Element{});
     }
+    uint32_t a_lo[kSplitP ? Traits::kMTiles : 1][4];
+    if constexpr (kSplitP) {
+#pragma unroll
+      for (int mt = 0; mt < Traits::kMTiles; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float* pair = &p[mt][2 * kk + (r >> 1)][2 * (r & 1)];
+          const float2 hi = ptx::unpack2(a[mt][r], Element{});
+          a_lo[mt][r] = ptx::pack2(pair[0] - hi.x, pair[1] - hi.y, Element{});
+        }
+    }
 #pragma unroll
     for (int dp = 0; dp < Traits::kOutNTiles / 2; ++dp) {
       uint32_t b[4];
       ptx::ldmatrix_x4_trans(b, v_lane + (kk * 16 * Traits::kVStride + dp * 16) * kElemBytes);
 #pragma unroll
-      for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a[mt], b);
+      for (int mt = 0; mt < Traits::kMTiles; ++mt) {
+        mma_n16<Element>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a[mt], b);
+        if constexpr (kSplitP) mma_n16<Element>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a_lo[mt], b);
+      }
     }
   }
 }
@@ -294,14 +310,14 @@ FC_DEVICE void gemm_qk(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4],
   }
 }
 
-template <class Traits>
+template <class Traits, bool kSplitP = false>
 FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
                        const float (&p)[Traits::kMTiles][Traits::kScoreNTiles][4],
                        const typename Traits::Element* sV, int lane) {
   if constexpr (Traits::kTf32x3) {
     gemm_pv_tf32x3<Traits>(acc_o, p, sV, lane);
   } else {
-    gemm_pv_f16<Traits>(acc_o, p, sV, lane);
+    gemm_pv_f16<Traits, kSplitP>(acc_o, p, sV, lane);
   }
 }
 
