@@ -79,34 +79,50 @@ FC_DEVICE void mma_n16(float (&acc_lo)[4], float (&acc_hi)[4], const uint32_t (&
   ptx::mma_m16n8k16(acc_hi, a, b_hi, Element{});
 }
 
+// Q K^T's ldmatrix addresses of this lane (16-bit elements) in the CTA's padded tiles:
+// A (Q, [m][k]): matrix j = rows 8 (j & 1), cols 8 (j >> 1)  -> lane row l % 16, col 8 (l / 16);
+// B (K, [n][k]): matrix j = n-tile j >> 1, cols 8 (j & 1) -> lane row 8 (l / 16) + l % 8, col 8 ((l / 8) & 1).
+template <class Traits>
+FC_DEVICE uint32_t q_fragment_lane(const typename Traits::Element* sQ, int warp_row0, int lane) {
+  return ptx::smem_address(sQ + (warp_row0 + (lane & 15)) * Traits::kQStride + 8 * (lane >> 4));
+}
+template <class Traits>
+FC_DEVICE uint32_t k_fragment_lane(const typename Traits::Element* sK, int lane) {
+  return ptx::smem_address(sK + (8 * (lane >> 4) + (lane & 7)) * Traits::kKStride + 8 * ((lane >> 3) & 1));
+}
+// Q's A fragments of k16 step ks, row tile mt.
+template <class Traits>
+FC_DEVICE void load_q_fragment(uint32_t (&a)[4], uint32_t q_lane, int ks, int mt) {
+  ptx::ldmatrix_x4(a, q_lane + (mt * 16 * Traits::kQStride + ks * 16) * uint32_t(sizeof(typename Traits::Element)));
+}
+// acc_s += Q K^T over k16 step ks, with Q's A fragments of that step in `a`.
+template <class Traits>
+FC_DEVICE void qk_step(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4], const uint32_t (&a)[Traits::kMTiles][4],
+                       uint32_t k_lane, int ks) {
+  using Element = typename Traits::Element;
+#pragma unroll
+  for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
+    uint32_t b[4];
+    ptx::ldmatrix_x4(b, k_lane + (np * 16 * Traits::kKStride + ks * 16) * uint32_t(sizeof(Element)));
+#pragma unroll
+    for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], a[mt], b);
+  }
+}
+
 // acc_s[mt][nt] += Q_warp[mt] K_block[nt]^T (gemm_qk zeroes acc_s first). sQ / sK are the CTA's
 // padded tiles; `warp_row0` is the first query row of this warp inside the CTA tile.
 template <class Traits>
 FC_DEVICE void gemm_qk_f16(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4],
                            const typename Traits::Element* sQ, const typename Traits::Element* sK,
                            int warp_row0, int lane) {
-  using Element = typename Traits::Element;
-
-  // A (Q, [m][k]): matrix j = rows 8 (j & 1), cols 8 (j >> 1)  -> lane row l % 16, col 8 (l / 16).
-  const uint32_t q_lane = ptx::smem_address(sQ + (warp_row0 + (lane & 15)) * Traits::kQStride + 8 * (lane >> 4));
-  // B (K, [n][k]): matrix j = n-tile j >> 1, cols 8 (j & 1) -> lane row 8 (l / 16) + l % 8, col 8 ((l / 8) & 1).
-  const uint32_t k_lane =
-      ptx::smem_address(sK + (8 * (lane >> 4) + (lane & 7)) * Traits::kKStride + 8 * ((lane >> 3) & 1));
-  constexpr uint32_t kElemBytes = sizeof(Element);
-
+  const uint32_t q_lane = q_fragment_lane<Traits>(sQ, warp_row0, lane);
+  const uint32_t k_lane = k_fragment_lane<Traits>(sK, lane);
 #pragma unroll
   for (int ks = 0; ks < Traits::kHeadDimQK / 16; ++ks) {
     uint32_t a[Traits::kMTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < Traits::kMTiles; ++mt)
-      ptx::ldmatrix_x4(a[mt], q_lane + (mt * 16 * Traits::kQStride + ks * 16) * kElemBytes);
-#pragma unroll
-    for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
-      uint32_t b[4];
-      ptx::ldmatrix_x4(b, k_lane + (np * 16 * Traits::kKStride + ks * 16) * kElemBytes);
-#pragma unroll
-      for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], a[mt], b);
-    }
+    for (int mt = 0; mt < Traits::kMTiles; ++mt) load_q_fragment<Traits>(a[mt], q_lane, ks, mt);
+    qk_step<Traits>(acc_s, a, k_lane, ks);
   }
 }
 
@@ -117,35 +133,22 @@ using QFragments = uint32_t[Traits::kHeadDimQK / 16][Traits::kMTiles][4];
 
 template <class Traits>
 FC_DEVICE void load_q_fragments(QFragments<Traits>& q, const typename Traits::Element* sQ, int warp_row0, int lane) {
-  // The A layout of gemm_qk_f16.
-  const uint32_t q_lane = ptx::smem_address(sQ + (warp_row0 + (lane & 15)) * Traits::kQStride + 8 * (lane >> 4));
-  constexpr uint32_t kElemBytes = sizeof(typename Traits::Element);
+  const uint32_t q_lane = q_fragment_lane<Traits>(sQ, warp_row0, lane);
 #pragma unroll
   for (int ks = 0; ks < Traits::kHeadDimQK / 16; ++ks)
 #pragma unroll
-    for (int mt = 0; mt < Traits::kMTiles; ++mt)
-      ptx::ldmatrix_x4(q[ks][mt], q_lane + (mt * 16 * Traits::kQStride + ks * 16) * kElemBytes);
+    for (int mt = 0; mt < Traits::kMTiles; ++mt) load_q_fragment<Traits>(q[ks][mt], q_lane, ks, mt);
 }
 
-// acc_s = Q K_block^T with Q from registers (16-bit elements).
+// acc_s = Q K_block^T with Q from registers (16-bit elements; zeroes acc_s first, as gemm_qk).
 template <class Traits>
 FC_DEVICE void gemm_qk_regs(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4], const QFragments<Traits>& q,
                             const typename Traits::Element* sK, int lane) {
-  using Element = typename Traits::Element;
   static_assert(!Traits::kTf32x3, "16-bit elements");
-  const uint32_t k_lane =
-      ptx::smem_address(sK + (8 * (lane >> 4) + (lane & 7)) * Traits::kKStride + 8 * ((lane >> 3) & 1));
-  constexpr uint32_t kElemBytes = sizeof(Element);
+  const uint32_t k_lane = k_fragment_lane<Traits>(sK, lane);
   zero_accumulators(acc_s);
 #pragma unroll
-  for (int ks = 0; ks < Traits::kHeadDimQK / 16; ++ks)
-#pragma unroll
-    for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
-      uint32_t b[4];
-      ptx::ldmatrix_x4(b, k_lane + (np * 16 * Traits::kKStride + ks * 16) * kElemBytes);
-#pragma unroll
-      for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], q[ks][mt], b);
-    }
+  for (int ks = 0; ks < Traits::kHeadDimQK / 16; ++ks) qk_step<Traits>(acc_s, q[ks], k_lane, ks);
 }
 
 // acc_o[mt] += P[mt] V_block, with P taken from the softmax'ed S accumulators of this warp: the C
