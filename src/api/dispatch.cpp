@@ -1,6 +1,8 @@
 // attention_forward: validate, find where the data lives, pick the first path that supports the
 // call, run it. supports() and the "no path" error read the same table (kPaths).
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <mutex>
 
 #include "api/guard.hpp"
@@ -44,6 +46,18 @@ Status query_device(const AttentionParams& params, DeviceInfo* info) {
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&info->sm_count, cudaDevAttrMultiProcessorCount, info->device));
   FC_CUDA_RETURN(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, info->device));
   info->max_smem_per_block_optin = size_t(smem_optin);
+  // FLASHCORE_MAX_SMEM_PER_BLOCK (bytes) lowers the limit the paths plan for, never raises it: how
+  // the compact tiles of the 99 KB parts (sm_86, sm_89) are exercised on a larger GPU. Read per call
+  // (a getenv beside four attribute queries), so a test can set it around the calls it makes.
+  if (const char* cap = std::getenv("FLASHCORE_MAX_SMEM_PER_BLOCK"); cap != nullptr && cap[0] != '\0') {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(cap, &end, 10);
+    if (end == cap || *end != '\0') {
+      return Status::InvalidArgument(std::string("FLASHCORE_MAX_SMEM_PER_BLOCK: '") + cap +
+                                     "' is not a byte count (a decimal integer)");
+    }
+    info->max_smem_per_block_optin = std::min(info->max_smem_per_block_optin, size_t(bytes));
+  }
 
   // All tensors must live on one side. q decides; the others must agree, and device memory must be
   // the current device's (the kernels run there). A CUDA failure in the query (a sticky error from

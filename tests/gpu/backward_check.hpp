@@ -72,6 +72,43 @@ inline bool backward_path_takes(KernelPath path, int dqk, int dv, DType dt, cons
   return st.ok();
 }
 
+// The sm80 backward's feature cases for one head-dim pair: dense with Sq != Sk, causal GQA, top-left
+// causal with Sq > Sk and ALiBi, window + softcap on scaled inputs, rows without keys, MQA one past a
+// block, varlen with seqused_k.
+inline std::vector<BackwardCase> backward_feature_cases(DType dt, int d, int dv = 0) {
+  std::vector<BackwardCase> out;
+  auto base = [&] {
+    TestCase tc;
+    tc.dtype = dt;
+    tc.batch = 2, tc.seqlen_q = 200, tc.seqlen_k = 333, tc.heads_q = tc.heads_kv = 2;
+    tc.head_dim_qk = d, tc.head_dim_v = dv > 0 ? dv : d;
+    tc.seed = 100 + d;
+    return tc;
+  };
+  TestCase tc = base();
+  out.push_back({"dense Sq 200 Sk 333", tc});
+  tc.causal = true, tc.heads_q = 6, tc.heads_kv = 2;
+  out.push_back({"causal GQA 6/2", tc});
+  tc = base();
+  tc.causal = true, tc.align = MaskAlign::kTopLeft, tc.seqlen_q = 300, tc.seqlen_k = 140;
+  tc.alibi = testing::AlibiLayout::kPerHead;
+  out.push_back({"causal top-left Sq > Sk, ALiBi", tc});
+  tc = base();
+  tc.window_left = 40, tc.window_right = 7, tc.softcap = 3.0f, tc.input_scale = 2.0f;
+  out.push_back({"window, softcap, inputs x2", tc});
+  tc = base();
+  tc.causal = true, tc.seqlen_q = 260, tc.seqlen_k = 100;  // bottom-right: rows 0..159 see no key
+  out.push_back({"rows without keys", tc});
+  tc = base();
+  tc.heads_q = 4, tc.heads_kv = 1, tc.seqlen_q = tc.seqlen_k = 129;
+  out.push_back({"MQA 4/1, one past a block", tc});
+  tc = base();
+  tc.varlen_q = {33, 0, 171, 64}, tc.varlen_k = {40, 5, 300, 64}, tc.seqused_k = {31, 5, 290, 64}, tc.batch = 4;
+  tc.causal = true;
+  out.push_back({"varlen + seqused_k", tc});
+  return out;
+}
+
 // Relative error of each gradient (dq, dk, dv) into rel_out when given.
 inline void check_backward(const BackwardCase& c, const BackwardRun& run, double* rel_out = nullptr) {
   HostProblem host = make_problem(c.tc);

@@ -8,40 +8,6 @@ namespace {
 
 using testing::BackwardCase;
 
-std::vector<BackwardCase> feature_cases(DType dt, int d, int dv = 0) {
-  std::vector<BackwardCase> out;
-  auto base = [&] {
-    testing::TestCase tc;
-    tc.dtype = dt;
-    tc.batch = 2, tc.seqlen_q = 200, tc.seqlen_k = 333, tc.heads_q = tc.heads_kv = 2;
-    tc.head_dim_qk = d, tc.head_dim_v = dv > 0 ? dv : d;
-    tc.seed = 100 + d;
-    return tc;
-  };
-  testing::TestCase tc = base();
-  out.push_back({"dense Sq 200 Sk 333", tc});
-  tc.causal = true, tc.heads_q = 6, tc.heads_kv = 2;
-  out.push_back({"causal GQA 6/2", tc});
-  tc = base();
-  tc.causal = true, tc.align = MaskAlign::kTopLeft, tc.seqlen_q = 300, tc.seqlen_k = 140;
-  tc.alibi = testing::AlibiLayout::kPerHead;
-  out.push_back({"causal top-left Sq > Sk, ALiBi", tc});
-  tc = base();
-  tc.window_left = 40, tc.window_right = 7, tc.softcap = 3.0f, tc.input_scale = 2.0f;
-  out.push_back({"window, softcap, inputs x2", tc});
-  tc = base();
-  tc.causal = true, tc.seqlen_q = 260, tc.seqlen_k = 100;  // bottom-right: rows 0..159 see no key
-  out.push_back({"rows without keys", tc});
-  tc = base();
-  tc.heads_q = 4, tc.heads_kv = 1, tc.seqlen_q = tc.seqlen_k = 129;
-  out.push_back({"MQA 4/1, one past a block", tc});
-  tc = base();
-  tc.varlen_q = {33, 0, 171, 64}, tc.varlen_k = {40, 5, 300, 64}, tc.seqused_k = {31, 5, 290, 64}, tc.batch = 4;
-  tc.causal = true;
-  out.push_back({"varlen + seqused_k", tc});
-  return out;
-}
-
 KernelPath chosen_path(const testing::TestCase& c, KernelPath pinned = KernelPath::kAuto, Status* status = nullptr) {
   return testing::chosen_backward_path(c, pinned, status);
 }
@@ -57,7 +23,7 @@ TEST(Sm80Backward, MatchesTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (int d : {32, 64, 96, 128, 192, 256}) {  // 192 / 256: dK, dV in column halves
       if (!sm80_built(d, dt)) continue;
-      testing::check_backward_cases(feature_cases(dt, d), run);
+      testing::check_backward_cases(testing::backward_feature_cases(dt, d), run);
     }
 }
 
@@ -77,7 +43,7 @@ TEST(Sm80Backward, PaddedHeadDimsMatchTheFp64CpuReference) {
   for (DType dt : {DType::kFloat16, DType::kBFloat16})
     for (auto [dqk, dv] : dims) {
       if (!testing::backward_path_takes(KernelPath::kSm80, dqk, dv, dt, "sm80-bwd")) continue;
-      ran += testing::check_backward_cases(feature_cases(dt, dqk, dv), run);
+      ran += testing::check_backward_cases(testing::backward_feature_cases(dt, dqk, dv), run);
     }
   if (ran == 0) GTEST_SKIP() << "no covering sm80 backward kernel in this build";
 }
@@ -155,7 +121,7 @@ TEST(Sm80BackwardSanitizer, FeaturesD64D128D256BothModes) {
     run.expect_repeatable = deterministic;
     for (int d : {64, 128, 256}) {
       if (!sm80_built(d, DType::kFloat16)) continue;
-      testing::check_backward_cases(feature_cases(DType::kFloat16, d), run);
+      testing::check_backward_cases(testing::backward_feature_cases(DType::kFloat16, d), run);
     }
   }
 }

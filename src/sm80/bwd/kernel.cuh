@@ -375,10 +375,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
 }
 
-// Launches the main kernel for one (Dqk, Dv, Element); the preprocess has filled ws.
-template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t stream) {
-  using Traits = BwdTraits<kHeadDimQK, kHeadDimV, Element>;
+// Launches the main kernel of one set of traits; the preprocess has filled ws.
+template <class Traits>
+Status launch_bwd_traits(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
   const bool score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
   auto* kernel = score_mod ? &attention_bwd_kernel<Traits, true> : &attention_bwd_kernel<Traits, false>;
@@ -392,10 +391,23 @@ Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t
   return Status::Ok();
 }
 
+// The tuning table's kernel for (Dqk, Dv, Element), or its compact variant (the 99 KB parts; only
+// entries that need more compile one).
+template <int kHeadDimQK, int kHeadDimV, typename Element>
+Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, bool compact, cudaStream_t stream) {
+  constexpr BwdTileShape kCompact = compact_bwd_tile_shape(kHeadDimQK, kHeadDimV);
+  if constexpr (!(kCompact == bwd_tile_shape(kHeadDimQK, kHeadDimV))) {
+    static_assert(bwd_smem_bytes(kHeadDimQK, kHeadDimV, kCompact, int(sizeof(Element))) <= kCompactSmemBytes,
+                  "the compact tile fits the 99 KB parts");
+    if (compact) return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kCompact>>(bp, ws, stream);
+  }
+  return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element>>(bp, ws, stream);
+}
+
 }  // namespace flashcore::sm80
 
 // One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
 #define FLASHCORE_SM80_BWD_INSTANTIATE(DQK, DV, ELEMENT)                                             \
   template flashcore::Status flashcore::sm80::launch_bwd<DQK, DV, ELEMENT>(const flashcore::BackwardParams&, \
                                                                            const flashcore::backward::BwdWorkspace&, \
-                                                                           cudaStream_t);
+                                                                           bool, cudaStream_t);

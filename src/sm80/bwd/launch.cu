@@ -19,7 +19,7 @@ namespace flashcore::detail {
 
 namespace {
 
-using LaunchFn = Status (*)(const BackwardParams&, const backward::BwdWorkspace&, cudaStream_t);
+using LaunchFn = Status (*)(const BackwardParams&, const backward::BwdWorkspace&, bool compact, cudaStream_t);
 using Instantiation = BuiltKernel<LaunchFn>;
 
 constexpr Instantiation kInstantiations[] = {
@@ -46,7 +46,12 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
            built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
            std::to_string(kPaddedHeadDimMultiple) + ")";
   }
-  const int smem = sm80::bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v, dtype_size(p.dtype));
+  // The table's tile, or its compact variant where the device allows less (common/smem_budget.hpp).
+  const int elem_bytes = int(dtype_size(p.dtype));
+  const int smem = sm80::bwd_smem_bytes(
+      inst->head_dim_qk, inst->head_dim_v,
+      sm80::bwd_tile_shape_for(inst->head_dim_qk, inst->head_dim_v, elem_bytes, (long long)d.max_smem_per_block_optin),
+      elem_bytes);
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the sm80 backward for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
@@ -60,18 +65,20 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
 }
 
 template <typename Element>
-Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cudaStream_t stream) {
+Status run_with_element(const BackwardParams& bp, const Instantiation& inst, bool compact, cudaStream_t stream) {
   return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm80", stream, [&](const backward::BwdWorkspace& ws) {
-    return inst.launch(bp, ws, stream);
+    return inst.launch(bp, ws, compact, stream);
   });
 }
 
-Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo&, cudaStream_t stream) {
+Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo& d, cudaStream_t stream) {
   const AttentionParams& p = bp.forward;
   const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) return Status::Unsupported("sm80 backward: no instantiation for this call");
-  if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, stream);
-  return run_with_element<__half>(bp, *inst, stream);
+  const bool compact =
+      size_t(sm80::bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)))) > d.max_smem_per_block_optin;
+  if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, compact, stream);
+  return run_with_element<__half>(bp, *inst, compact, stream);
 }
 
 }  // namespace

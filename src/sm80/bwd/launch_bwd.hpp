@@ -14,6 +14,6 @@ using backward::BwdWorkspace;  // the fp32 workspace shared with the sm90 backwa
 
 // Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_bwd(const BackwardParams& params, const BwdWorkspace& ws, cudaStream_t stream);
+Status launch_bwd(const BackwardParams& params, const BwdWorkspace& ws, bool compact, cudaStream_t stream);
 
 }  // namespace flashcore::sm80

@@ -528,12 +528,27 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
   return status;
 }
 
+// The table's shape for the call's rows, or its compact variant (the 99 KB parts; only entries
+// that need more compile one).
+template <int kHeadDimQK, int kHeadDimV, typename Element, bool kWideRows>
+Status launch_decode_rows(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
+  using Entry = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows>;
+  using Compact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, true>;
+  if constexpr (!(Compact::kShape == Entry::kShape)) {
+    static_assert(Compact::kSmemBytes <= kCompactSmemBytes, "the compact shape fits the 99 KB parts");
+    if (compact) return launch_decode_traits<Compact>(p, device, sm_count, stream);
+  }
+  return launch_decode_traits<Entry>(p, device, sm_count, stream);
+}
+
 // More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows).
 template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream) {
+Status launch_decode(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
-  if (decode_wide_rows(rows)) return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, true>>(p, device, sm_count, stream);
-  return launch_decode_traits<DecodeTraits<kHeadDimQK, kHeadDimV, Element, false>>(p, device, sm_count, stream);
+  if (decode_wide_rows(rows)) {
+    return launch_decode_rows<kHeadDimQK, kHeadDimV, Element, true>(p, device, sm_count, compact, stream);
+  }
+  return launch_decode_rows<kHeadDimQK, kHeadDimV, Element, false>(p, device, sm_count, compact, stream);
 }
 
 }  // namespace flashcore::sm80
@@ -541,4 +556,4 @@ Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStr
 // One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
 #define FLASHCORE_SM80_DECODE_INSTANTIATE(DQK, DV, ELEMENT)              \
   template flashcore::Status flashcore::sm80::launch_decode<DQK, DV, ELEMENT>( \
-      const flashcore::AttentionParams&, int, int, cudaStream_t);
+      const flashcore::AttentionParams&, int, int, bool, cudaStream_t);

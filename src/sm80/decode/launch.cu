@@ -16,7 +16,7 @@ namespace flashcore::detail {
 
 namespace {
 
-using LaunchFn = Status (*)(const AttentionParams&, int, int, cudaStream_t);
+using LaunchFn = Status (*)(const AttentionParams&, int device, int sm_count, bool compact, cudaStream_t);
 using Instantiation = BuiltKernel<LaunchFn>;
 
 constexpr Instantiation kInstantiations[] = {
@@ -59,7 +59,13 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   }
   const bool wide_rows = sm80::decode_wide_rows(rows);  // the tile shape launch_decode picks
   const Instantiation* inst = find_kernel(p);
-  const int smem = sm80::decode_smem_bytes(inst->head_dim_qk, inst->head_dim_v, dtype_size(p.dtype), wide_rows);
+  // The table's shape, or its compact variant where the device allows less (common/smem_budget.hpp).
+  const bool compact =
+      sm80::decode_compact(inst->head_dim_qk, inst->head_dim_v, wide_rows, (long long)d.max_smem_per_block_optin);
+  const int smem = sm80::decode_smem_bytes(
+      inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)),
+      compact ? sm80::compact_decode_shape(inst->head_dim_qk, inst->head_dim_v, wide_rows)
+              : sm80::decode_shape(inst->head_dim_qk, inst->head_dim_v, wide_rows));
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the decode kernel for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
@@ -84,7 +90,9 @@ std::string decode_defers(const AttentionParams& p, const DeviceInfo& d) {
 Status decode_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t stream) {
   const Instantiation* inst = find_kernel(p);
   if (inst == nullptr) return Status::Unsupported("decode: no instantiation for this call");
-  return inst->launch(p, d.device, d.sm_count, stream);
+  const bool compact = sm80::decode_compact(inst->head_dim_qk, inst->head_dim_v, sm80::decode_wide_rows(packed_rows(p)),
+                                            (long long)d.max_smem_per_block_optin);
+  return inst->launch(p, d.device, d.sm_count, compact, stream);
 }
 
 }  // namespace

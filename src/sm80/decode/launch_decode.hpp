@@ -26,6 +26,6 @@ struct DecodeSplits {
 
 // Plans the split count for this device (`device`, its `sm_count` SMs) and runs the call.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_decode(const AttentionParams& p, int device, int sm_count, cudaStream_t stream);
+Status launch_decode(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream);
 
 }  // namespace flashcore::sm80

@@ -10,6 +10,7 @@
 //   Host code includes this header (no device code here) for shared-memory sizes in supports().
 #pragma once
 
+#include "sm80/common/smem_budget.hpp"
 #include "sm80/fwd/tile_config.hpp"
 
 namespace flashcore::sm80 {
@@ -53,8 +54,11 @@ constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v, bool wide_ro
   return {1, 4, 2, 16};
 }
 
-constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows = false) {
-  const DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows);
+constexpr bool operator==(DecodeShape a, DecodeShape b) {
+  return a.m_tiles == b.m_tiles && a.warps == b.warps && a.stages == b.stages && a.warp_keys == b.warp_keys;
+}
+
+constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, DecodeShape s) {
   const int pad = smem_row_pad_qko(elem_bytes);
   const int block_n = s.warp_keys * s.warps;
   const int q = 16 * s.m_tiles * (head_dim_qk + pad);
@@ -65,8 +69,27 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
   const int merge = 4 * s.warps * 16 * s.m_tiles * (head_dim_v + 4 + 2);
   return ring > merge ? ring : merge;
 }
+constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows = false) {
+  return decode_smem_bytes(head_dim_qk, head_dim_v, elem_bytes, decode_shape(head_dim_qk, head_dim_v, wide_rows));
+}
 
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_ = false>
+// The entry for parts with 99 KB per block (common/smem_budget.hpp): the table's own where it fits;
+// else two stages, then half the warps (half the keys per block), until it fits: d128 {1, 4, 2, 16}
+// (74 KB; on an H100, B8 S32k, it read at 2842 GB/s against the entry's 2846), d256 {1, 2, 2, 16}
+// (76 KB). Untimed on those parts (the device tool lends H100 / H200 only).
+constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows = false) {
+  DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows);
+  if (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes) s.stages = 2;
+  while (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes && s.warps > 1) s.warps /= 2;
+  return s;
+}
+
+// Whether a launch takes the compact shape on a device allowing `smem_limit` bytes per block.
+constexpr bool decode_compact(int head_dim_qk, int head_dim_v, bool wide_rows, long long smem_limit) {
+  return decode_smem_bytes(head_dim_qk, head_dim_v, 2, wide_rows) > smem_limit;
+}
+
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_ = false, bool kCompact_ = false>
 struct DecodeTraits {
   using Element = Element_;
   static constexpr bool kTf32x3 = false;  // 16-bit inputs only (mma.m16n8k16)
@@ -74,7 +97,9 @@ struct DecodeTraits {
   static constexpr int kHeadDimQK = kHeadDimQK_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr bool kWideRows = kWideRows_;
-  static constexpr DecodeShape kShape = decode_shape(kHeadDimQK, kHeadDimV, kWideRows);
+  static constexpr bool kCompact = kCompact_;
+  static constexpr DecodeShape kShape =
+      kCompact ? compact_decode_shape(kHeadDimQK, kHeadDimV, kWideRows) : decode_shape(kHeadDimQK, kHeadDimV, kWideRows);
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kStages = kShape.stages;
@@ -110,7 +135,7 @@ struct DecodeTraits {
   static constexpr int kVStageElems = kBlockN * kVStride;
   static constexpr int kKOffset = kQElems;
   static constexpr int kVOffset = kKOffset + kStages * kKStageElems;
-  static constexpr int kSmemBytes = decode_smem_bytes(kHeadDimQK, kHeadDimV, kElemBytes, kWideRows);
+  static constexpr int kSmemBytes = decode_smem_bytes(kHeadDimQK, kHeadDimV, kElemBytes, kShape);
   // The merge area (fp32, overlays the ring): O of every warp [warp][row][kMergeStride], then
   // (max_log2, sum) per warp and row.
   static constexpr int kMergeStride = kHeadDimV + 4;  // 16-byte rows, rows shifted by 4 banks

@@ -193,10 +193,18 @@ Status launch_with_traits(const AttentionParams& params, cudaStream_t stream) {
   return Status::Ok();
 }
 
-// The tuning table's kernel for (Dqk, Dv, Element); each generated unit of the kernel list
+// The tuning table's kernel for (Dqk, Dv, Element), or its compact variant (the 99 KB parts; only
+// entries that need more compile one); each generated unit of the kernel list
 // (cmake/KernelList.cmake) instantiates it once.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_fwd(const AttentionParams& params, cudaStream_t stream) {
+Status launch_fwd(const AttentionParams& params, bool compact, cudaStream_t stream) {
+  constexpr int kElemBytes = int(sizeof(Element));
+  constexpr TileShape kCompact = compact_tile_shape(kHeadDimQK, kHeadDimV, kElemBytes);
+  if constexpr (!(kCompact == tile_shape(kHeadDimQK, kHeadDimV, kElemBytes))) {
+    static_assert(smem_bytes(kHeadDimQK, kHeadDimV, kCompact, kElemBytes) <= kCompactSmemBytes,
+                  "the compact tile fits the 99 KB parts");
+    if (compact) return launch_with_traits<FwdTraits<kHeadDimQK, kHeadDimV, Element, kCompact>>(params, stream);
+  }
   return launch_with_traits<FwdTraits<kHeadDimQK, kHeadDimV, Element>>(params, stream);
 }
 
@@ -204,4 +212,5 @@ Status launch_fwd(const AttentionParams& params, cudaStream_t stream) {
 
 // One line per generated instantiation unit (cmake/FlashcoreKernels.cmake).
 #define FLASHCORE_SM80_FWD_INSTANTIATE(DQK, DV, ELEMENT) \
-  template flashcore::Status flashcore::sm80::launch_fwd<DQK, DV, ELEMENT>(const flashcore::AttentionParams&, cudaStream_t);
+  template flashcore::Status flashcore::sm80::launch_fwd<DQK, DV, ELEMENT>(const flashcore::AttentionParams&, bool, \
+                                                                          cudaStream_t);

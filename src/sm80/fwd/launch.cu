@@ -20,7 +20,7 @@ namespace flashcore::detail {
 
 namespace {
 
-using LaunchFn = Status (*)(const AttentionParams&, cudaStream_t);
+using LaunchFn = Status (*)(const AttentionParams&, bool compact, cudaStream_t);
 
 using Instantiation = BuiltKernel<LaunchFn>;
 
@@ -75,7 +75,12 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
            built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
            std::to_string(kPaddedHeadDimMultiple) + ", or in parts of Dv on a pair with Dqk >= the call's)";
   }
-  const int smem = sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, dtype_size(p.dtype));
+  // The table's tile, or its compact variant where the device allows less (common/smem_budget.hpp).
+  const int elem_bytes = int(dtype_size(p.dtype));
+  const int smem = sm80::smem_bytes(
+      plan.inst->head_dim_qk, plan.inst->head_dim_v,
+      sm80::tile_shape_for(plan.inst->head_dim_qk, plan.inst->head_dim_v, elem_bytes, (long long)d.max_smem_per_block_optin),
+      elem_bytes);
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the sm80 kernel for Dqk=" + std::to_string(plan.inst->head_dim_qk) +
            ", Dv=" + std::to_string(plan.inst->head_dim_v) +
@@ -107,10 +112,12 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
   return "";
 }
 
-Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream) {
+Status sm80_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t stream) {
   const Plan plan = plan_for(p);
   if (plan.inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
-  if (plan.parts == 1) return plan.inst->launch(p, stream);
+  const bool compact = size_t(sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, int(dtype_size(p.dtype)))) >
+                       d.max_smem_per_block_optin;
+  if (plan.parts == 1) return plan.inst->launch(p, compact, stream);
   // Same strides; V and O base pointers offset by z W elements for part z. LSE (the same in every
   // part) is written by the first one only.
   const int width = plan.inst->head_dim_v;
@@ -121,7 +128,7 @@ Status sm80_run(const AttentionParams& p, const DeviceInfo&, cudaStream_t stream
     part.v = p.v != nullptr ? static_cast<const char*>(p.v) + size_t(z) * width * elem : nullptr;  // null: no keys
     part.o = static_cast<char*>(p.o) + size_t(z) * width * elem;
     if (z > 0) part.lse = nullptr;
-    FC_RETURN_IF_ERROR(plan.inst->launch(part, stream));
+    FC_RETURN_IF_ERROR(plan.inst->launch(part, compact, stream));
   }
   return Status::Ok();
 }

@@ -10,6 +10,6 @@ namespace flashcore::sm80 {
 
 // Runs the sm80 forward kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
-Status launch_fwd(const AttentionParams& params, cudaStream_t stream);
+Status launch_fwd(const AttentionParams& params, bool compact, cudaStream_t stream);
 
 }  // namespace flashcore::sm80

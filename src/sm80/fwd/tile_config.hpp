@@ -18,6 +18,8 @@
 //   Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
+#include "sm80/common/smem_budget.hpp"
+
 namespace flashcore::sm80 {
 
 struct TileShape {
@@ -26,6 +28,10 @@ struct TileShape {
   int warps = 0;
   int kv_stages = 1;
 };
+
+constexpr bool operator==(TileShape a, TileShape b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps && a.kv_stages == b.kv_stages;
+}
 
 // Retune here (tools/bench/sm80_timing.cu times other shapes next to the table's). Dqk/Dv pairs
 // not listed get the entry of max(Dqk, Dv). `elem_bytes` is the instantiation's element size:
@@ -102,6 +108,29 @@ constexpr int smem_bytes(int head_dim_qk, int head_dim_v, TileShape t, int elem_
 }
 constexpr int smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes) {
   return smem_bytes(head_dim_qk, head_dim_v, tile_shape(head_dim_qk, head_dim_v, elem_bytes), elem_bytes);
+}
+
+// The entry for parts with 99 KB per block (common/smem_budget.hpp): the table's own where it fits;
+// else one K/V stage, then half the rows with half the warps (rows per warp, so the registers per
+// thread, unchanged), then half the keys, until it fits. Untimed on those parts (the device tool
+// lends H100 / H200 only); correct on them by the tests that cap the limit.
+constexpr TileShape compact_tile_shape(int head_dim_qk, int head_dim_v, int elem_bytes = 2) {
+  TileShape t = tile_shape(head_dim_qk, head_dim_v, elem_bytes);
+  if (smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) > kCompactSmemBytes) t.kv_stages = 1;
+  while (smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) > kCompactSmemBytes && t.warps > 1) {
+    t.block_m /= 2;
+    t.warps /= 2;
+  }
+  while (smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) > kCompactSmemBytes && t.block_n > 16) t.block_n /= 2;
+  return t;
+}
+
+// The tile a launch takes on a device allowing `smem_limit` bytes per block.
+constexpr TileShape tile_shape_for(int head_dim_qk, int head_dim_v, int elem_bytes, long long smem_limit) {
+  const TileShape t = tile_shape(head_dim_qk, head_dim_v, elem_bytes);
+  return smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) <= smem_limit
+             ? t
+             : compact_tile_shape(head_dim_qk, head_dim_v, elem_bytes);
 }
 
 }  // namespace flashcore::sm80
