@@ -90,6 +90,23 @@ struct ScoreTransform {
     return c;
   }
 
+#if defined(__CUDACC__)
+  // The backward kernels' softcapped() and softcap_derivative() of one dot product, from one SFU
+  // tanh (ptx::tanh_fast, as the forwards' DotSoftcap) and no division: softcap(scale dot) =
+  // softcap th with th = tanh(dot dot_to_tanh), its derivative 1 - th^2. dot_to_tanh = scale /
+  // softcap (softcap_dot_to_tanh(), formed once per kernel).
+  FC_DEVICE float softcap_dot_to_tanh() const { return softcap > 0.0f ? scale / softcap : 0.0f; }
+  FC_DEVICE float capped_score_fast(float dot, float dot_to_tanh, float* derivative) const {
+    if (!(softcap > 0.0f)) {
+      *derivative = 1.0f;
+      return dot * scale;
+    }
+    const float th = ptx::tanh_fast(dot * dot_to_tanh);
+    *derivative = fmaf(-th, th, 1.0f);
+    return softcap * th;
+  }
+#endif
+
   // d softcap(x) / dx at x = scale * dot, from the capped value y = softcap(x): 1 - (y / softcap)^2
   // (1 without a softcap). The backward's dS carries this factor.
   FC_HOST_DEVICE float softcap_derivative(float capped) const {

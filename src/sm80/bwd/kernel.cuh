@@ -119,16 +119,18 @@ template <int kQNTiles>
 FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTiles][4], const float* s_lse2,
                                     const float* s_d, const attn::ScoreTransform& transform, const StepFrame& at,
                                     int t, bool full_tile) {
+  const float dot_to_tanh = transform.softcap_dot_to_tanh();
 #pragma unroll
   for (int nt = 0; nt < kQNTiles; ++nt) {
     const float2 lse2 = *reinterpret_cast<const float2*>(s_lse2 + nt * 8 + 2 * t);
     const float2 d = *reinterpret_cast<const float2*>(s_d + nt * 8 + 2 * t);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float capped = transform.softcapped(s[nt][i]);
+      float dcap;
+      const float capped = transform.capped_score_fast(s[nt][i], dot_to_tanh, &dcap);
       const float score_log2 = (capped - transform.alibi_bias<float>(at.query(nt, i), at.key(i))) * attn::kLog2e;
       const float prob = ptx::exp2_approx(score_log2 - ((i & 1) ? lse2.y : lse2.x));
-      const float ds = prob * (dp[nt][i] - ((i & 1) ? d.y : d.x)) * transform.softcap_derivative(capped);
+      const float ds = prob * (dp[nt][i] - ((i & 1) ? d.y : d.x)) * dcap;
       const bool visible = full_tile || at.visible(nt, i);
       s[nt][i] = visible ? prob : 0.0f;
       dp[nt][i] = visible ? ds : 0.0f;
