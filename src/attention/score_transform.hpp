@@ -105,6 +105,17 @@ struct ScoreTransform {
     *derivative = fmaf(-th, th, 1.0f);
     return softcap * th;
   }
+  // apply() with the softcap's tanh from the SFU (capped_score_fast): what the 16-bit kernels use
+  // (the fp32 3xTF32 kernels keep apply(), whose tanhf stays within their tighter error budget).
+  FC_DEVICE float apply_fast(float dot, int i, int j, float dot_to_tanh) const {
+    float derivative;
+    float s = capped_score_fast(dot, dot_to_tanh, &derivative);
+    if (alibi_slope != 0.0f) {
+      const int dist = i + alibi_offset - j;
+      s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
+    }
+    return s;
+  }
 #endif
 
   // d softcap(x) / dx at x = scale * dot, from the capped value y = softcap(x): 1 - (y / softcap)^2

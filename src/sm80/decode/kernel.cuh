@@ -116,6 +116,7 @@ FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const 
                                          const float (&slope)[kMTiles][2], int key0, attn::ScoreTransform transform,
                                          bool score_mod, int min_diag, int max_diag, int seqlen_k) {
   const int t = threadIdx.x & 3;
+  const float dot_to_tanh = transform.softcap_dot_to_tanh();
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -127,7 +128,7 @@ FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const 
         for (int e = 0; e < 2; ++e) {
           const int key = key0 + nt * 8 + 2 * t + e;
           float& v = s[mt][nt][2 * half + e];
-          if (score_mod) v = transform.apply(v, token[mt][half], key) * attn::kLog2e;
+          if (score_mod) v = transform.apply_fast(v, token[mt][half], key, dot_to_tanh) * attn::kLog2e;
           if constexpr (kMasked) {
             if (!attn::VisibilityMask::in_band(token[mt][half], key, min_diag, max_diag, seqlen_k)) v = -INFINITY;
           }

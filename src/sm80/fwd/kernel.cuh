@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
     const int n0 = n_block * kBlockN;
     const FragmentCoords coords{coords_base.row0, coords_base.col0 + n0};
     if (mask.tile_fully_visible(m0, m_last, n0, n0 + kBlockN - 1)) {
-      transform_and_mask<false>(acc_s, coords, transform, score_mod, mask);
+      transform_and_mask<false, !Traits::kTf32x3>(acc_s, coords, transform, score_mod, mask);
     } else {
-      transform_and_mask<true>(acc_s, coords, transform, score_mod, mask);
+      transform_and_mask<true, !Traits::kTf32x3>(acc_s, coords, transform, score_mod, mask);
     }
     softmax.update(acc_s, acc_o, log2_multiplier);
     gemm_pv<Traits>(acc_o, acc_s, sV_block, lane);
