@@ -40,11 +40,12 @@ constexpr bool operator==(BwdTileShape a, BwdTileShape b) {
 // the registers allow it and the shared memory just fits at d128) ran 8-12% slower.
 constexpr BwdTileShape bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
-  // d <= 64: 128 query rows per step (200-211; 64 rows: 180). 255 registers with a 12-16 byte
-  // spill at d64 (sm_90a), more for softcap / ALiBi.
+  // d <= 64: 128 query rows per step (200-211; 64 rows: 180). 255 registers with a 0-20 byte
+  // spill at d64 (CUDA 13.0, sm_90a; 32 B on sm_80), 152 B for softcap / ALiBi.
   if (d <= 64) return {128, 8};
-  // d96 / d128: 64 rows (d128 227-232; 248-250 registers, no spill on sm_90a). 128 rows fit the
-  // registers at d128 but not the shared memory (243 KB with two Q / dO stages).
+  // d96 / d128: 64 rows (d128 227-232; 255 registers, 0-20 B spill on sm_90a, 60 B for softcap /
+  // ALiBi). 128 rows fit the registers at d128 but not the shared memory (243 KB with two Q / dO
+  // stages).
   if (d <= 128) return {64, 8};
   // d192 / d256: 64 keys per CTA, dK and dV split in column halves (128 + 64 registers at d256).
   // Shared memory with two Q / dO stages: 169 KB at d192, 217 KB at d256 (so not on an A100).
@@ -79,8 +80,8 @@ constexpr BwdTileShape compact_bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   if (d <= 32) return bwd_tile_shape(head_dim_qk, head_dim_v);  // 96 KB
   if (d <= 64) return {64, 8};                                   // 91 KB
   // d96: 64 keys; 32 query rows would leave dQ's warp tile 24 columns wide (odd n8 tiles).
-  if (d <= 96) return {64, 4};   // 87 KB
-  if (d <= 128) return {32, 4};  // 73 KB
+  if (d <= 96) return {64, 4};   // 88 KB
+  if (d <= 128) return {32, 4};  // 74 KB
   return bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 

@@ -75,8 +75,9 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
 
 // The entry for parts with 99 KB per block (common/smem_budget.hpp): the table's own where it fits;
 // else two stages, then half the warps (half the keys per block), until it fits: d128 {1, 4, 2, 16}
-// (74 KB; on an H100, B8 S32k, it read at 2842 GB/s against the entry's 2846), d256 {1, 2, 2, 16}
-// (76 KB). Untimed on those parts (the device tool lends H100 / H200 only).
+// (74 KB; on an H100, GQA 64/8 B8 S32k, 2804 GB/s against the entry's 2801 in one call), d256
+// {1, 2, 2, 16} (76 KB; 2751 against 2853 at GQA 32/8 B8 S16k). Untimed on those parts (the device
+// tool lends H100 / H200 only).
 constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows = false) {
   DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows);
   if (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes) s.stages = 2;
