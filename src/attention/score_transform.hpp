@@ -43,6 +43,10 @@ struct ScoreTransform {
   FC_HOST_DEVICE float apply(float dot, int i, int j) const {
     float s = dot * scale;
     if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+    return minus_alibi(s, i, j);
+  }
+  // s - the ALiBi bias of (i, j), in int positions (apply()'s and apply_fast()'s).
+  FC_HOST_DEVICE float minus_alibi(float s, int i, int j) const {
     if (alibi_slope != 0.0f) {
       const int dist = i + alibi_offset - j;
       s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
@@ -92,29 +96,23 @@ struct ScoreTransform {
 
 #if defined(__CUDACC__)
   // The backward kernels' softcapped() and softcap_derivative() of one dot product, from one SFU
-  // tanh (ptx::tanh_fast, as the forwards' DotSoftcap) and no division: softcap(scale dot) =
-  // softcap th with th = tanh(dot dot_to_tanh), its derivative 1 - th^2. dot_to_tanh = scale /
-  // softcap (softcap_dot_to_tanh(), formed once per kernel).
-  FC_DEVICE float softcap_dot_to_tanh() const { return softcap > 0.0f ? scale / softcap : 0.0f; }
-  FC_DEVICE float capped_score_fast(float dot, float dot_to_tanh, float* derivative) const {
+  // tanh (ptx::tanh_fast, as DotSoftcap) and no division: softcap(scale dot) = softcap th with
+  // th = tanh(dot scale_over_softcap), its derivative 1 - th^2. scale_over_softcap is
+  // dot_softcap()'s, formed by the caller outside its per-score loop.
+  FC_DEVICE float capped_score_fast(float dot, float scale_over_softcap, float* derivative) const {
     if (!(softcap > 0.0f)) {
       *derivative = 1.0f;
       return dot * scale;
     }
-    const float th = ptx::tanh_fast(dot * dot_to_tanh);
+    const float th = ptx::tanh_fast(dot * scale_over_softcap);
     *derivative = fmaf(-th, th, 1.0f);
     return softcap * th;
   }
   // apply() with the softcap's tanh from the SFU (capped_score_fast): what the 16-bit kernels use
   // (the fp32 3xTF32 kernels keep apply(), whose tanhf stays within their tighter error budget).
-  FC_DEVICE float apply_fast(float dot, int i, int j, float dot_to_tanh) const {
+  FC_DEVICE float apply_fast(float dot, int i, int j, float scale_over_softcap) const {
     float derivative;
-    float s = capped_score_fast(dot, dot_to_tanh, &derivative);
-    if (alibi_slope != 0.0f) {
-      const int dist = i + alibi_offset - j;
-      s -= alibi_slope * (float)(dist < 0 ? -dist : dist);
-    }
-    return s;
+    return minus_alibi(capped_score_fast(dot, scale_over_softcap, &derivative), i, j);
   }
 #endif
 

@@ -119,7 +119,7 @@ template <int kQNTiles>
 FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTiles][4], const float* s_lse2,
                                     const float* s_d, const attn::ScoreTransform& transform, const StepFrame& at,
                                     int t, bool full_tile) {
-  const float dot_to_tanh = transform.softcap_dot_to_tanh();
+  const float scale_over_softcap = transform.dot_softcap().scale_over_softcap;
 #pragma unroll
   for (int nt = 0; nt < kQNTiles; ++nt) {
     const float2 lse2 = *reinterpret_cast<const float2*>(s_lse2 + nt * 8 + 2 * t);
@@ -127,7 +127,7 @@ FC_DEVICE void modified_score_grads(float (&s)[kQNTiles][4], float (&dp)[kQNTile
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float dcap;
-      const float capped = transform.capped_score_fast(s[nt][i], dot_to_tanh, &dcap);
+      const float capped = transform.capped_score_fast(s[nt][i], scale_over_softcap, &dcap);
       const float score_log2 = (capped - transform.alibi_bias<float>(at.query(nt, i), at.key(i))) * attn::kLog2e;
       const float prob = ptx::exp2_approx(score_log2 - ((i & 1) ? lse2.y : lse2.x));
       const float ds = prob * (dp[nt][i] - ((i & 1) ? d.y : d.x)) * dcap;

@@ -75,8 +75,8 @@ Status sm80_backward_run(const BackwardParams& bp, const DeviceInfo& d, cudaStre
   const AttentionParams& p = bp.forward;
   const Instantiation* inst = find_covering_kernel(kInstantiations, p.head_dim_qk, p.head_dim_v, p.dtype);
   if (inst == nullptr) return Status::Unsupported("sm80 backward: no instantiation for this call");
-  const bool compact =
-      size_t(sm80::bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)))) > d.max_smem_per_block_optin;
+  const bool compact = sm80::uses_compact_bwd_tile(inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)),
+                                                   (long long)d.max_smem_per_block_optin);
   if (p.dtype == DType::kBFloat16) return run_with_element<__nv_bfloat16>(bp, *inst, compact, stream);
   return run_with_element<__half>(bp, *inst, compact, stream);
 }

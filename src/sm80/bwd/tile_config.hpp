@@ -85,12 +85,15 @@ constexpr BwdTileShape compact_bwd_tile_shape(int head_dim_qk, int head_dim_v) {
   return bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 
-// The tile a launch takes on a device allowing `smem_limit` bytes per block.
+// Whether a launch takes the compact tile on a device allowing `smem_limit` bytes per block, and
+// the tile it takes.
+constexpr bool uses_compact_bwd_tile(int head_dim_qk, int head_dim_v, int elem_bytes, long long smem_limit) {
+  return bwd_smem_bytes(head_dim_qk, head_dim_v, elem_bytes) > smem_limit;
+}
 constexpr BwdTileShape bwd_tile_shape_for(int head_dim_qk, int head_dim_v, int elem_bytes, long long smem_limit) {
-  const BwdTileShape t = bwd_tile_shape(head_dim_qk, head_dim_v);
-  return bwd_smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) <= smem_limit
-             ? t
-             : compact_bwd_tile_shape(head_dim_qk, head_dim_v);
+  return uses_compact_bwd_tile(head_dim_qk, head_dim_v, elem_bytes, smem_limit)
+             ? compact_bwd_tile_shape(head_dim_qk, head_dim_v)
+             : bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 
 template <int kHeadDimQK_, int kHeadDimV_, typename Element_,

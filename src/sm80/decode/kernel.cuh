@@ -114,9 +114,9 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
 template <bool kMasked, int kMTiles, int kNTiles>
 FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const int (&token)[kMTiles][2],
                                          const float (&slope)[kMTiles][2], int key0, attn::ScoreTransform transform,
-                                         bool score_mod, int min_diag, int max_diag, int seqlen_k) {
+                                         float scale_over_softcap, bool score_mod, int min_diag, int max_diag,
+                                         int seqlen_k) {
   const int t = threadIdx.x & 3;
-  const float dot_to_tanh = transform.softcap_dot_to_tanh();
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -128,7 +128,7 @@ FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const 
         for (int e = 0; e < 2; ++e) {
           const int key = key0 + nt * 8 + 2 * t + e;
           float& v = s[mt][nt][2 * half + e];
-          if (score_mod) v = transform.apply_fast(v, token[mt][half], key, dot_to_tanh) * attn::kLog2e;
+          if (score_mod) v = transform.apply_fast(v, token[mt][half], key, scale_over_softcap) * attn::kLog2e;
           if constexpr (kMasked) {
             if (!attn::VisibilityMask::in_band(token[mt][half], key, min_diag, max_diag, seqlen_k)) v = -INFINITY;
           }
@@ -175,6 +175,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
 
   attn::ScoreTransform transform = attn::make_score_transform(p, b, 0, seq.seqlen_q, seq.seqlen_k);
   transform.alibi_slope = 0.0f;  // per row below
+  const float scale_over_softcap = transform.dot_softcap().scale_over_softcap;  // for apply_fast
   const bool score_mod = transform.softcap > 0.0f || p.alibi_slopes != nullptr || !(transform.scale > 0.0f);
   const float log2_multiplier = score_mod ? 1.0f : transform.scale * attn::kLog2e;
 
@@ -284,11 +285,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       }
       const int key0 = n_block * kBlockN + warp * Traits::kWarpKeys;
       if (mask.tile_fully_visible(token_first, token_last, key0, key0 + Traits::kWarpKeys - 1)) {
-        decode_transform_and_mask<false>(acc_s, token, slope, key0, transform, score_mod, min_diag, max_diag,
-                                         seq.seqlen_k);
+        decode_transform_and_mask<false>(acc_s, token, slope, key0, transform, scale_over_softcap, score_mod,
+                                         min_diag, max_diag, seq.seqlen_k);
       } else {
-        decode_transform_and_mask<true>(acc_s, token, slope, key0, transform, score_mod, min_diag, max_diag,
-                                        seq.seqlen_k);
+        decode_transform_and_mask<true>(acc_s, token, slope, key0, transform, scale_over_softcap, score_mod,
+                                        min_diag, max_diag, seq.seqlen_k);
       }
       softmax.update(acc_s, acc_o, log2_multiplier);
       // P split into two 16-bit parts (gemm_pv_f16): O gets P's rounding error squared. Rounded

@@ -60,12 +60,9 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   const bool wide_rows = sm80::decode_wide_rows(rows);  // the tile shape launch_decode picks
   const Instantiation* inst = find_kernel(p);
   // The table's shape, or its compact variant where the device allows less (common/smem_budget.hpp).
-  const bool compact =
-      sm80::decode_compact(inst->head_dim_qk, inst->head_dim_v, wide_rows, (long long)d.max_smem_per_block_optin);
   const int smem = sm80::decode_smem_bytes(
       inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)),
-      compact ? sm80::compact_decode_shape(inst->head_dim_qk, inst->head_dim_v, wide_rows)
-              : sm80::decode_shape(inst->head_dim_qk, inst->head_dim_v, wide_rows));
+      sm80::decode_shape_for(inst->head_dim_qk, inst->head_dim_v, wide_rows, (long long)d.max_smem_per_block_optin));
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the decode kernel for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +

@@ -85,9 +85,15 @@ constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool
   return s;
 }
 
-// Whether a launch takes the compact shape on a device allowing `smem_limit` bytes per block.
+// Whether a launch takes the compact shape on a device allowing `smem_limit` bytes per block, and
+// the shape it takes.
 constexpr bool decode_compact(int head_dim_qk, int head_dim_v, bool wide_rows, long long smem_limit) {
   return decode_smem_bytes(head_dim_qk, head_dim_v, 2, wide_rows) > smem_limit;
+}
+constexpr DecodeShape decode_shape_for(int head_dim_qk, int head_dim_v, bool wide_rows, long long smem_limit) {
+  return decode_compact(head_dim_qk, head_dim_v, wide_rows, smem_limit)
+             ? compact_decode_shape(head_dim_qk, head_dim_v, wide_rows)
+             : decode_shape(head_dim_qk, head_dim_v, wide_rows);
 }
 
 template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_ = false, bool kCompact_ = false>

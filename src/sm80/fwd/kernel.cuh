@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
       attn::make_score_transform(params, batch, head, seq.seqlen_q, seq.seqlen_k);
   const bool score_mod = transform.softcap > 0.0f || transform.alibi_slope != 0.0f || !(transform.scale > 0.0f);
   const float log2_multiplier = score_mod ? 1.0f : transform.scale * attn::kLog2e;
+  const float scale_over_softcap = transform.dot_softcap().scale_over_softcap;
 
   // 64-bit element offsets of this (sequence, head) in each tensor.
   const int head_kv = head / (params.heads_q / params.heads_kv);
@@ -112,9 +113,9 @@ __global__ void __launch_bounds__(Traits::kThreads) attention_fwd_kernel(const A
     const int n0 = n_block * kBlockN;
     const FragmentCoords coords{coords_base.row0, coords_base.col0 + n0};
     if (mask.tile_fully_visible(m0, m_last, n0, n0 + kBlockN - 1)) {
-      transform_and_mask<false, !Traits::kTf32x3>(acc_s, coords, transform, score_mod, mask);
+      transform_and_mask<false, !Traits::kTf32x3>(acc_s, coords, transform, scale_over_softcap, score_mod, mask);
     } else {
-      transform_and_mask<true, !Traits::kTf32x3>(acc_s, coords, transform, score_mod, mask);
+      transform_and_mask<true, !Traits::kTf32x3>(acc_s, coords, transform, scale_over_softcap, score_mod, mask);
     }
     softmax.update(acc_s, acc_o, log2_multiplier);
     gemm_pv<Traits>(acc_o, acc_s, sV_block, lane);

@@ -115,8 +115,8 @@ std::string sm80_supports(const AttentionParams& p, const DeviceInfo& d) {
 Status sm80_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t stream) {
   const Plan plan = plan_for(p);
   if (plan.inst == nullptr) return Status::Unsupported("sm80: no instantiation for this call");
-  const bool compact = size_t(sm80::smem_bytes(plan.inst->head_dim_qk, plan.inst->head_dim_v, int(dtype_size(p.dtype)))) >
-                       d.max_smem_per_block_optin;
+  const bool compact = sm80::uses_compact_tile(plan.inst->head_dim_qk, plan.inst->head_dim_v, int(dtype_size(p.dtype)),
+                                               (long long)d.max_smem_per_block_optin);
   if (plan.parts == 1) return plan.inst->launch(p, compact, stream);
   // Same strides; V and O base pointers offset by z W elements for part z. LSE (the same in every
   // part) is written by the first one only.

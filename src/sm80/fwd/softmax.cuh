@@ -31,20 +31,20 @@ struct FragmentCoords {
 
 // Softcap / ALiBi (only when the call has them) and, on tiles that straddle a mask boundary,
 // -inf for invisible (query, key) pairs. kMasked is false on tiles the mask covers entirely.
-// kSfuTanh: the softcap's tanh from the SFU (ScoreTransform::apply_fast; 16-bit inputs), else tanhf.
+// kSfuTanh: the softcap's tanh from the SFU (ScoreTransform::apply_fast with scale_over_softcap,
+// transform.dot_softcap()'s; 16-bit inputs), else tanhf.
 template <bool kMasked, bool kSfuTanh, int kMTiles, int kNTiles>
 FC_DEVICE void transform_and_mask(float (&s)[kMTiles][kNTiles][4], const FragmentCoords& at,
-                                  const attn::ScoreTransform& transform, bool score_mod,
+                                  const attn::ScoreTransform& transform, float scale_over_softcap, bool score_mod,
                                   const attn::VisibilityMask& mask) {
   if (score_mod) {
-    const float dot_to_tanh = transform.softcap_dot_to_tanh();
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float score = kSfuTanh ? transform.apply_fast(s[mt][nt][i], at.row(mt, i), at.col(nt, i), dot_to_tanh)
+          const float score = kSfuTanh ? transform.apply_fast(s[mt][nt][i], at.row(mt, i), at.col(nt, i), scale_over_softcap)
                                        : transform.apply(s[mt][nt][i], at.row(mt, i), at.col(nt, i));
           s[mt][nt][i] = score * attn::kLog2e;
         }

@@ -125,12 +125,15 @@ constexpr TileShape compact_tile_shape(int head_dim_qk, int head_dim_v, int elem
   return t;
 }
 
-// The tile a launch takes on a device allowing `smem_limit` bytes per block.
+// Whether a launch takes the compact tile on a device allowing `smem_limit` bytes per block, and
+// the tile it takes.
+constexpr bool uses_compact_tile(int head_dim_qk, int head_dim_v, int elem_bytes, long long smem_limit) {
+  return smem_bytes(head_dim_qk, head_dim_v, elem_bytes) > smem_limit;
+}
 constexpr TileShape tile_shape_for(int head_dim_qk, int head_dim_v, int elem_bytes, long long smem_limit) {
-  const TileShape t = tile_shape(head_dim_qk, head_dim_v, elem_bytes);
-  return smem_bytes(head_dim_qk, head_dim_v, t, elem_bytes) <= smem_limit
-             ? t
-             : compact_tile_shape(head_dim_qk, head_dim_v, elem_bytes);
+  return uses_compact_tile(head_dim_qk, head_dim_v, elem_bytes, smem_limit)
+             ? compact_tile_shape(head_dim_qk, head_dim_v, elem_bytes)
+             : tile_shape(head_dim_qk, head_dim_v, elem_bytes);
 }
 
 }  // namespace flashcore::sm80

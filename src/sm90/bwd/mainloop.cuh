@@ -269,7 +269,7 @@ struct BwdConsumer {
   __device__ void probabilities(const float* s, uint32_t* p16, uint32_t* dcap16, int stage, int m0,
                                 const attn::ScoreTransform& transform) const {
     const float* lse2 = smem.lse2[stage] + own_query0() + 2 * (lane % 4);
-    const float dot_to_tanh = kScoreMod ? transform.softcap_dot_to_tanh() : 0.0f;
+    const float scale_over_softcap = kScoreMod ? transform.dot_softcap().scale_over_softcap : 0.0f;
 #pragma unroll
     for (int j = 0; j < kAccS / 4; ++j) {
       const float2 l = *reinterpret_cast<const float2*>(lse2 + 8 * j);
@@ -279,7 +279,7 @@ struct BwdConsumer {
         const int i = 4 * j + e;
         const float row_lse2 = (e & 1) ? l.y : l.x;
         if constexpr (kScoreMod) {
-          const float capped = transform.capped_score_fast(s[i], dot_to_tanh, &dcap[e]);
+          const float capped = transform.capped_score_fast(s[i], scale_over_softcap, &dcap[e]);
           const float score =
               capped - transform.alibi_bias<float>(m0 + own_query0() + acc_col(i, lane % 4), key_of_row(acc_row(i)));
           prob[e] = ptx::exp2_approx(fmaf(score, attn::kLog2e, -row_lse2));
