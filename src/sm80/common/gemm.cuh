@@ -79,21 +79,63 @@ FC_DEVICE void mma_n16(float (&acc_lo)[4], float (&acc_hi)[4], const uint32_t (&
   ptx::mma_m16n8k16(acc_hi, a, b_hi, Element{});
 }
 
-// Q K^T's ldmatrix addresses of this lane (16-bit elements) in the CTA's padded tiles:
+// ---- Shared-memory layouts of the 16-bit tiles ldmatrix reads --------------------------------------
+// Padded (the default): rows kStride = cols + 8 elements apart, so the 16-byte chunks of the 8
+// consecutive rows one ldmatrix matrix reads fall on distinct banks.
+// Swizzled (Traits::kSwizzledSmem): rows exactly cols apart (a multiple of 64 16-bit elements, the
+// tile 128-byte aligned), chunk c of row r stored at chunk c ^ (r % 8) of its 128-byte segment:
+// as conflict-free as the padding, and every row starts on a 128-byte line. Rows that straddle
+// shared-memory lines make cp.async move 1.5x the bytes from L2 to the SM (ncu, the decode kernel:
+// 1.61 GB over the crossbar for 1.07 GB of K/V, 1.07 GB with rows on whole lines).
+template <class Traits>
+constexpr bool swizzled_smem() {
+  if constexpr (requires { Traits::kSwizzledSmem; }) {
+    return Traits::kSwizzledSmem;
+  } else {
+    return false;
+  }
+}
+// Element offset of (row, col) in a tile of that layout, col a multiple of 8.
+template <bool kSwizzled, int kStride>
+FC_HOST_DEVICE constexpr int smem_tile_offset(int row, int col) {
+  if constexpr (kSwizzled) {
+    return row * kStride + (((col >> 3) ^ (row & 7)) << 3);
+  } else {
+    return row * kStride + col;
+  }
+}
+// The address `row_step` rows and `chunk_step` 16-byte chunks past a lane's ldmatrix address (that
+// of a chunk 0 or 1 of its row). row_step is a multiple of 8, so the row's swizzle bits do not
+// change, and chunk_step is even, so adding it to the lane's chunk is XOR on the low three bits.
+template <bool kSwizzled, int kStride>
+FC_DEVICE uint32_t smem_step_address(uint32_t lane_address, int row_step, int chunk_step) {
+  constexpr int kRowBytes = 2 * kStride;
+  if constexpr (kSwizzled) {
+    return (lane_address ^ uint32_t((chunk_step & 7) << 4)) + uint32_t((chunk_step & ~7) << 4) +
+           uint32_t(row_step * kRowBytes);
+  } else {
+    return lane_address + uint32_t(row_step * kRowBytes + chunk_step * 16);
+  }
+}
+
+// Q K^T's ldmatrix addresses of this lane (16-bit elements) in the CTA's tiles:
 // A (Q, [m][k]): matrix j = rows 8 (j & 1), cols 8 (j >> 1)  -> lane row l % 16, col 8 (l / 16);
 // B (K, [n][k]): matrix j = n-tile j >> 1, cols 8 (j & 1) -> lane row 8 (l / 16) + l % 8, col 8 ((l / 8) & 1).
 template <class Traits>
 FC_DEVICE uint32_t q_fragment_lane(const typename Traits::Element* sQ, int warp_row0, int lane) {
-  return ptx::smem_address(sQ + (warp_row0 + (lane & 15)) * Traits::kQStride + 8 * (lane >> 4));
+  return ptx::smem_address(
+      sQ + smem_tile_offset<swizzled_smem<Traits>(), Traits::kQStride>(warp_row0 + (lane & 15), 8 * (lane >> 4)));
 }
 template <class Traits>
 FC_DEVICE uint32_t k_fragment_lane(const typename Traits::Element* sK, int lane) {
-  return ptx::smem_address(sK + (8 * (lane >> 4) + (lane & 7)) * Traits::kKStride + 8 * ((lane >> 3) & 1));
+  return ptx::smem_address(sK + smem_tile_offset<swizzled_smem<Traits>(), Traits::kKStride>(
+                                    8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1)));
 }
 // Q's A fragments of k16 step ks, row tile mt.
 template <class Traits>
 FC_DEVICE void load_q_fragment(uint32_t (&a)[4], uint32_t q_lane, int ks, int mt) {
-  ptx::ldmatrix_x4(a, q_lane + (mt * 16 * Traits::kQStride + ks * 16) * uint32_t(sizeof(typename Traits::Element)));
+  static_assert(sizeof(typename Traits::Element) == 2, "16-bit elements");
+  ptx::ldmatrix_x4(a, smem_step_address<swizzled_smem<Traits>(), Traits::kQStride>(q_lane, mt * 16, 2 * ks));
 }
 // acc_s += Q K^T over k16 step ks, with Q's A fragments of that step in `a`.
 template <class Traits>
@@ -103,7 +145,7 @@ FC_DEVICE void qk_step(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4],
 #pragma unroll
   for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
     uint32_t b[4];
-    ptx::ldmatrix_x4(b, k_lane + (np * 16 * Traits::kKStride + ks * 16) * uint32_t(sizeof(Element)));
+    ptx::ldmatrix_x4(b, smem_step_address<swizzled_smem<Traits>(), Traits::kKStride>(k_lane, np * 16, 2 * ks));
 #pragma unroll
     for (int mt = 0; mt < Traits::kMTiles; ++mt) mma_n16<Element>(acc_s[mt][2 * np], acc_s[mt][2 * np + 1], a[mt], b);
   }
@@ -163,8 +205,9 @@ FC_DEVICE void gemm_pv_f16(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4
   using Element = typename Traits::Element;
   // B (V, [k][n], transposed by ldmatrix): matrix j = rows 8 (j & 1), cols 8 (j >> 1)
   //   -> lane row l % 16, col 8 (l / 16); regs 0-1 = n-tile 0, regs 2-3 = n-tile 1.
-  const uint32_t v_lane = ptx::smem_address(sV + (lane & 15) * Traits::kVStride + 8 * (lane >> 4));
-  constexpr uint32_t kElemBytes = sizeof(Element);
+  constexpr bool kSwizzled = swizzled_smem<Traits>();
+  const uint32_t v_lane =
+      ptx::smem_address(sV + smem_tile_offset<kSwizzled, Traits::kVStride>(lane & 15, 8 * (lane >> 4)));
 
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
@@ -190,7 +233,7 @@ FC_DEVICE void gemm_pv_f16(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4
 #pragma unroll
     for (int dp = 0; dp < Traits::kOutNTiles / 2; ++dp) {
       uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, v_lane + (kk * 16 * Traits::kVStride + dp * 16) * kElemBytes);
+      ptx::ldmatrix_x4_trans(b, smem_step_address<kSwizzled, Traits::kVStride>(v_lane, kk * 16, 2 * dp));
 #pragma unroll
       for (int mt = 0; mt < Traits::kMTiles; ++mt) {
         mma_n16<Element>(acc_o[mt][2 * dp], acc_o[mt][2 * dp + 1], a[mt], b);

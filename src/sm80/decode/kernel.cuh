@@ -101,10 +101,14 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
       // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
       const bool k_valid = valid && col + offset < p.head_dim_qk;
       const bool v_valid = valid && col + offset < p.head_dim_v;
-      ptx::cp_async_16(ptx::smem_address(sK + row * Traits::kKStride + col + offset), k_valid ? k_src + offset : k_src,
-                       k_valid, l2_policy);
-      ptx::cp_async_16(ptx::smem_address(sV + row * Traits::kVStride + col + offset), v_valid ? v_src + offset : v_src,
-                       v_valid, l2_policy);
+      Element* k_dst = sK + row * Traits::kKStride + col + offset;
+      Element* v_dst = sV + row * Traits::kVStride + col + offset;
+      if constexpr (Traits::kSwizzledSmem) {
+        k_dst = sK + smem_tile_offset<true, Traits::kKStride>(row, col + offset);
+        v_dst = sV + smem_tile_offset<true, Traits::kVStride>(row, col + offset);
+      }
+      ptx::cp_async_16(ptx::smem_address(k_dst), k_valid ? k_src + offset : k_src, k_valid, l2_policy);
+      ptx::cp_async_16(ptx::smem_address(v_dst), v_valid ? v_src + offset : v_src, v_valid, l2_policy);
     }
   }
 }
@@ -143,7 +147,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kStages = Traits::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  Element* sQ = reinterpret_cast<Element*>(smem_raw);
+  // The swizzled tiles' XOR addressing needs them on 128-byte lines (kDecodeSmemAlignSlack).
+  unsigned char* const smem = Traits::kSwizzledSmem ? reinterpret_cast<unsigned char*>(
+                                                          (reinterpret_cast<uintptr_t>(smem_raw) + 127) & ~uintptr_t(127))
+                                                    : smem_raw;
+  Element* sQ = reinterpret_cast<Element*>(smem);
   Element* sK = sQ + Traits::kKOffset;
   Element* sV = sQ + Traits::kVOffset;
 
@@ -230,7 +238,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
         src += attn::token_offset(packed_q, p.q_batch_stride, p.q_seq_stride, p.q_head_stride, b,
                                   seq.q_start + row / group, head_kv * group + row % group) + col;
       }
-      ptx::cp_async_16(ptx::smem_address(sQ + r * Traits::kQStride + col), src, valid);
+      ptx::cp_async_16(ptx::smem_address(sQ + smem_tile_offset<Traits::kSwizzledSmem, Traits::kQStride>(r, col)), src,
+                       valid);
     }
     // Paged: the rows of block n sit in paged_rows[n & 1], looked up one iteration before its copy.
     __shared__ int2 paged_rows[2][kPaged ? Traits::kBlockN : 1];
@@ -302,7 +311,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   __syncthreads();  // the ring is free: it becomes the merge area
 
   // Each warp's unnormalized O and (max, sum) per row -> shared memory.
-  float* merge_o = reinterpret_cast<float*>(smem_raw);  // [warp][row][kMergeStride]
+  float* merge_o = reinterpret_cast<float*>(smem);  // [warp][row][kMergeStride]
   float2* merge_stats = reinterpret_cast<float2*>(merge_o + Traits::kWarps * kBlockM * Traits::kMergeStride);
   {
     const int g = lane >> 2, t = lane & 3;

@@ -25,9 +25,9 @@ struct DecodeShape {
 // Retune here (FLASHCORE_DECODE_TUNE="m_tiles, warps, stages, warp_keys" overrides the d <= 128 entry
 // in A/B builds). d <= 128: 16 packed rows (one token of GQA up to 16:1; more rows take more row
 // tiles, each reading the K/V again, mostly from L2 as they run together), 4 warps x 16 keys =
-// 64-key blocks, 3 stages: 109 KB at d128, so it fits the A100 (163 KB) and two CTAs share an H100 /
-// H200 SM. H200, bf16 d128 GQA 64/8, one token, CUDA graphs, GB/s of K/V read, B1 S8k / B1 S128k /
-// B8 S32k / B128 S32k / B8 S32k paged 16 / paged 256:
+// 64-key blocks, 3 stages: 100 KB at d128 (swizzled tiles), so it fits the A100 (163 KB) and two CTAs
+// share an H100 / H200 SM. H200, bf16 d128 GQA 64/8, one token, CUDA graphs, GB/s of K/V read, B1 S8k
+// / B1 S128k / B8 S32k / B128 S32k / B8 S32k paged 16 / paged 256, measured with padded tiles (109 KB):
 //   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859   (the entry)
 //   {1, 8, 3, 16} 1700 / 3666 / 3880 / 4028 / 2958 / 4014   (209 KB: not on the A100)
 //   {1, 8, 2, 16} 1606 / 3538 / 3705 / 3764 / 2944 / 3525
@@ -35,7 +35,7 @@ struct DecodeShape {
 // 4127 (B8 paged: 2004); {2, 8, 2, 16} 1506 / 3505 / 3741 / 3881; {1, 4, 4, 16} 1610 / 3242 / 3404
 // / 3484; {2, 4, 2, 32} 1339 / 2487 / 2581 / 2765. Reading K/V as [B, H, S, D] instead of the flash
 // layout changed nothing (within 1.5%).
-// d256: one m tile (128 O accumulators per thread), 4 warps, two stages (64 KB each).
+// d256: one m tile (128 O accumulators per thread), 4 warps, two stages (64 KB each; 136 KB in all).
 // `wide_rows`: the call has more than 16 packed rows per KV head (several tokens of a wide GQA group,
 // e.g. 4 speculative tokens of 64/8): 32-row tiles, so one CTA still reads each K/V block once. H200
 // (same columns as above): {2, 4, 3, 16} 1299 / 3582 / 3934 / 4120 / 3230 / 3581 with one token,
@@ -58,16 +58,27 @@ constexpr bool operator==(DecodeShape a, DecodeShape b) {
   return a.m_tiles == b.m_tiles && a.warps == b.warps && a.stages == b.stages && a.warp_keys == b.warp_keys;
 }
 
+// Q, K and V tiles in the swizzled layout (sm80/common/gemm.cuh: rows on whole 128-byte lines, so
+// the cp.async copies move only the bytes they read) where rows are a multiple of 64 elements, else
+// padded rows.
+constexpr bool decode_swizzled_smem(int head_dim_qk, int head_dim_v) {
+  return head_dim_qk % 64 == 0 && head_dim_v % 64 == 0;
+}
+// The swizzled tiles start on a 128-byte line: the dynamic shared memory is aligned up by the kernel.
+inline constexpr int kDecodeSmemAlignSlack = 128;
+
 constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, DecodeShape s) {
-  const int pad = smem_row_pad_qko(elem_bytes);
+  const bool swizzled = decode_swizzled_smem(head_dim_qk, head_dim_v);
+  const int pad_qk = swizzled ? 0 : smem_row_pad_qko(elem_bytes);
+  const int pad_v = swizzled ? 0 : smem_row_pad_v(elem_bytes);
   const int block_n = s.warp_keys * s.warps;
-  const int q = 16 * s.m_tiles * (head_dim_qk + pad);
-  const int kv_stage = block_n * (head_dim_qk + pad) + block_n * (head_dim_v + smem_row_pad_v(elem_bytes));
+  const int q = 16 * s.m_tiles * (head_dim_qk + pad_qk);
+  const int kv_stage = block_n * (head_dim_qk + pad_qk) + block_n * (head_dim_v + pad_v);
   const int ring = elem_bytes * (q + s.stages * kv_stage);
   // The warps' states are merged through the K/V ring: fp32 O rows of head_dim_v + 4 floats and
   // (max, sum) per row and warp (DecodeTraits::kMergeStride).
   const int merge = 4 * s.warps * 16 * s.m_tiles * (head_dim_v + 4 + 2);
-  return ring > merge ? ring : merge;
+  return (ring > merge ? ring : merge) + (swizzled ? kDecodeSmemAlignSlack : 0);
 }
 constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows = false) {
   return decode_smem_bytes(head_dim_qk, head_dim_v, elem_bytes, decode_shape(head_dim_qk, head_dim_v, wide_rows));
@@ -75,9 +86,9 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
 
 // The entry for parts with 99 KB per block (common/smem_budget.hpp): the table's own where it fits;
 // else two stages, then half the warps (half the keys per block), until it fits: d128 {1, 4, 2, 16}
-// (74 KB; on an H100, GQA 64/8 B8 S32k, 2804 GB/s against the entry's 2801 in one call), d256
-// {1, 2, 2, 16} (76 KB; 2751 against 2853 at GQA 32/8 B8 S16k). Untimed on those parts (the device
-// tool lends H100 / H200 only).
+// (68 KB; on an H100, GQA 64/8 B8 S32k, 2804 GB/s against the entry's 2801 in one call, both with
+// padded tiles), d256 {1, 2, 2, 16} (72 KB; 2751 against 2853 at GQA 32/8 B8 S16k). Untimed on those
+// parts (the device tool lends H100 / H200 only).
 constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows = false) {
   DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows);
   if (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes) s.stages = 2;
@@ -116,9 +127,10 @@ struct DecodeTraits {
   static constexpr int kBlockN = kWarpKeys * kWarps;
   static constexpr int kScoreNTiles = kWarpKeys / 8;
   static constexpr int kOutNTiles = kHeadDimV / 8;
-  static constexpr int kQStride = kHeadDimQK + smem_row_pad_qko(kElemBytes);
-  static constexpr int kKStride = kHeadDimQK + smem_row_pad_qko(kElemBytes);
-  static constexpr int kVStride = kHeadDimV + smem_row_pad_v(kElemBytes);
+  static constexpr bool kSwizzledSmem = decode_swizzled_smem(kHeadDimQK, kHeadDimV);
+  static constexpr int kQStride = kHeadDimQK + (kSwizzledSmem ? 0 : smem_row_pad_qko(kElemBytes));
+  static constexpr int kKStride = kHeadDimQK + (kSwizzledSmem ? 0 : smem_row_pad_qko(kElemBytes));
+  static constexpr int kVStride = kHeadDimV + (kSwizzledSmem ? 0 : smem_row_pad_v(kElemBytes));
   // What the shared GEMMs (sm80/common/gemm.cuh) read: one warp's view, all rows against its 16 keys.
   struct WarpGemm {
     using Element = Element_;
@@ -132,6 +144,7 @@ struct DecodeTraits {
     static constexpr int kQStride = DecodeTraits::kQStride;
     static constexpr int kKStride = DecodeTraits::kKStride;
     static constexpr int kVStride = DecodeTraits::kVStride;
+    static constexpr bool kSwizzledSmem = DecodeTraits::kSwizzledSmem;
   };
   // Q's A fragments stay in registers across the K/V blocks (not re-read from shared memory per
   // block) where they take at most 32 registers: d <= 128 with one row tile. Above that they
@@ -150,7 +163,8 @@ struct DecodeTraits {
   static_assert(kElemBytes == 2, "the decode kernel runs 16-bit inputs");
   static_assert(kHeadDimQK % 16 == 0 && kHeadDimV % 16 == 0, "head dims are whole k16 / n16 steps");
   static_assert(kStages >= 2, "a ring of at least two K/V blocks");
-  static_assert(4 * kWarps * kBlockM * (kMergeStride + 2) <= kSmemBytes, "the merge area fits the shared memory");
+  static_assert(4 * kWarps * kBlockM * (kMergeStride + 2) + (kSwizzledSmem ? kDecodeSmemAlignSlack : 0) <= kSmemBytes,
+                "the merge area fits the shared memory");
 };
 
 }  // namespace flashcore::sm80
