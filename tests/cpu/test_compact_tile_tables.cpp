@@ -50,16 +50,17 @@ TEST(CompactTileTables, BackwardCompactTilesFitUpToD128) {
 
 TEST(CompactTileTables, DecodeCompactShapesFit) {
   for (int d : {64, 96, 128, 256})
-    for (bool wide : {false, true}) {
-      SCOPED_TRACE("d" + std::to_string(d) + (wide ? " wide" : ""));
-      const DecodeShape entry = decode_shape(d, d, wide);
-      const DecodeShape compact = compact_decode_shape(d, d, wide);
-      EXPECT_LE(decode_smem_bytes(d, d, 2, compact), kCompactSmemBytes);
-      EXPECT_EQ(compact.m_tiles, entry.m_tiles);
-      EXPECT_EQ(compact.warp_keys, entry.warp_keys);
-      EXPECT_EQ(decode_compact(d, d, wide, kCompactSmemBytes), !(compact == entry));
-      EXPECT_FALSE(decode_compact(d, d, wide, 227 * 1024));
-    }
+    for (bool wide : {false, true})
+      for (bool paged : {false, true}) {
+        SCOPED_TRACE("d" + std::to_string(d) + (wide ? " wide" : "") + (paged ? " paged" : ""));
+        const DecodeShape entry = decode_shape(d, d, wide, paged);
+        const DecodeShape compact = compact_decode_shape(d, d, wide, paged);
+        EXPECT_LE(decode_smem_bytes(d, d, 2, compact), kCompactSmemBytes);
+        EXPECT_EQ(compact.m_tiles, entry.m_tiles);
+        EXPECT_EQ(compact.warp_keys, entry.warp_keys);
+        EXPECT_EQ(decode_compact(d, d, wide, paged, kCompactSmemBytes), !(compact == entry));
+        EXPECT_FALSE(decode_compact(d, d, wide, paged, 227 * 1024));
+      }
 }
 
 }  // namespace

@@ -140,9 +140,10 @@ FC_DEVICE void decode_transform_and_mask(float (&s)[kMTiles][kNTiles][4], const 
     }
 }
 
-template <class Traits, bool kPaged>
+template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const AttentionParams p, const DecodeSplits splits) {
   using Element = typename Traits::Element;
+  constexpr bool kPaged = Traits::kPaged;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kStages = Traits::kStages;
@@ -453,12 +454,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
 // The split kernel of one instantiation, configured (its shared-memory size set) once per device,
 // and the CTAs of it one SM holds: a decode step is a few microseconds of GPU time, so the per-call
 // host work (attribute set, occupancy query) is done once and kept.
-template <class Traits, bool kPaged>
+template <class Traits>
 struct DecodeSplitKernel {
   static constexpr int kMaxDevices = 64;
   static Status get(int device, void (**kernel)(AttentionParams, DecodeSplits), int* ctas_per_sm) {
     static std::atomic<int> cached_ctas[kMaxDevices] = {};  // 0: not configured yet
-    *kernel = &decode_split_kernel<Traits, kPaged>;
+    *kernel = &decode_split_kernel<Traits>;
     if (device >= 0 && device < kMaxDevices) {
       *ctas_per_sm = cached_ctas[device].load(std::memory_order_acquire);
       if (*ctas_per_sm > 0) return Status::Ok();
@@ -497,11 +498,7 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
   constexpr int kHeadDimV = Traits::kHeadDimV;
   void (*kernel)(AttentionParams, DecodeSplits) = nullptr;
   int ctas_per_sm = 0;
-  if (p.is_paged()) {
-    FC_RETURN_IF_ERROR((DecodeSplitKernel<Traits, true>::get(device, &kernel, &ctas_per_sm)));
-  } else {
-    FC_RETURN_IF_ERROR((DecodeSplitKernel<Traits, false>::get(device, &kernel, &ctas_per_sm)));
-  }
+  FC_RETURN_IF_ERROR(DecodeSplitKernel<Traits>::get(device, &kernel, &ctas_per_sm));
   const DecodePlan plan = plan_decode(p, Traits::kBlockM, Traits::kBlockN, sm_count * ctas_per_sm, Traits::kHeadDimV);
   DecodeSplits splits;
   splits.count = plan.num_splits;
@@ -539,12 +536,12 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
   return status;
 }
 
-// The table's shape for the call's rows, or its compact variant (the 99 KB parts; only entries
-// that need more compile one).
-template <int kHeadDimQK, int kHeadDimV, typename Element, bool kWideRows>
-Status launch_decode_rows(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
-  using Entry = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows>;
-  using Compact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, true>;
+// The table's shape for the call's rows and cache kind, or its compact variant (the 99 KB parts;
+// only entries that need more compile one).
+template <int kHeadDimQK, int kHeadDimV, typename Element, bool kWideRows, bool kPaged>
+Status launch_decode_shape(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
+  using Entry = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kPaged>;
+  using Compact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kPaged, true>;
   if constexpr (!(Compact::kShape == Entry::kShape)) {
     static_assert(Compact::kSmemBytes <= kCompactSmemBytes, "the compact shape fits the 99 KB parts");
     if (compact) return launch_decode_traits<Compact>(p, device, sm_count, stream);
@@ -552,14 +549,18 @@ Status launch_decode_rows(const AttentionParams& p, int device, int sm_count, bo
   return launch_decode_traits<Entry>(p, device, sm_count, stream);
 }
 
-// More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows).
+// More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows); paged
+// caches their own shape.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_decode(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
-  if (decode_wide_rows(rows)) {
-    return launch_decode_rows<kHeadDimQK, kHeadDimV, Element, true>(p, device, sm_count, compact, stream);
+  const bool wide = decode_wide_rows(rows);
+  if (p.is_paged()) {
+    return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, true>(p, device, sm_count, compact, stream)
+                : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, true>(p, device, sm_count, compact, stream);
   }
-  return launch_decode_rows<kHeadDimQK, kHeadDimV, Element, false>(p, device, sm_count, compact, stream);
+  return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, false>(p, device, sm_count, compact, stream)
+              : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, false>(p, device, sm_count, compact, stream);
 }
 
 }  // namespace flashcore::sm80
