@@ -88,6 +88,17 @@ else
   exit 1
 fi
 
+# ---- SASS: no memory descriptor in an odd uniform register ---------------------------------------
+# ptxas (CUDA 13.0) once gave an LDGSTS with an L2 cache-policy descriptor `desc[UR1]`, which
+# faults as an illegal instruction (src/sm80/decode/kernel.cuh, load_kv_block); cheap to rule out.
+if cuobjdump -sass "$BUILD/tests/flashcore_gpu_tests" > "$OUT/sass.txt" 2>/dev/null; then
+  odd_desc=$(grep -cE 'desc\[UR[0-9]*[13579]\]' "$OUT/sass.txt" || true)
+else
+  odd_desc="cuobjdump failed"
+fi
+rm -f "$OUT/sass.txt"
+add "sass odd desc registers" "$odd_desc"
+
 # ---- tests -------------------------------------------------------------------------------------
 t1=$(date +%s)
 ctest --test-dir "$BUILD" --output-on-failure -j4 > "$OUT/ctest.log" 2>&1

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "ptx/mma_sm80.hpp"
+#include "sm80/common/smem_layout.hpp"
 
 namespace flashcore::sm80 {
 
@@ -79,46 +80,7 @@ FC_DEVICE void mma_n16(float (&acc_lo)[4], float (&acc_hi)[4], const uint32_t (&
   ptx::mma_m16n8k16(acc_hi, a, b_hi, Element{});
 }
 
-// ---- Shared-memory layouts of the 16-bit tiles ldmatrix reads --------------------------------------
-// Padded (the default): rows kStride = cols + 8 elements apart, so the 16-byte chunks of the 8
-// consecutive rows one ldmatrix matrix reads fall on distinct banks.
-// Swizzled (Traits::kSwizzledSmem): rows exactly cols apart (a multiple of 64 16-bit elements, the
-// tile 128-byte aligned), chunk c of row r stored at chunk c ^ (r % 8) of its 128-byte segment:
-// as conflict-free as the padding, and every row starts on a 128-byte line. Rows that straddle
-// shared-memory lines make cp.async move 1.5x the bytes from L2 to the SM (ncu, the decode kernel:
-// 1.61 GB over the crossbar for 1.07 GB of K/V, 1.07 GB with rows on whole lines).
-template <class Traits>
-constexpr bool swizzled_smem() {
-  if constexpr (requires { Traits::kSwizzledSmem; }) {
-    return Traits::kSwizzledSmem;
-  } else {
-    return false;
-  }
-}
-// Element offset of (row, col) in a tile of that layout, col a multiple of 8.
-template <bool kSwizzled, int kStride>
-FC_HOST_DEVICE constexpr int smem_tile_offset(int row, int col) {
-  if constexpr (kSwizzled) {
-    return row * kStride + (((col >> 3) ^ (row & 7)) << 3);
-  } else {
-    return row * kStride + col;
-  }
-}
-// The address `row_step` rows and `chunk_step` 16-byte chunks past a lane's ldmatrix address (that
-// of a chunk 0 or 1 of its row). row_step is a multiple of 8, so the row's swizzle bits do not
-// change, and chunk_step is even, so adding it to the lane's chunk is XOR on the low three bits.
-template <bool kSwizzled, int kStride>
-FC_DEVICE uint32_t smem_step_address(uint32_t lane_address, int row_step, int chunk_step) {
-  constexpr int kRowBytes = 2 * kStride;
-  if constexpr (kSwizzled) {
-    return (lane_address ^ uint32_t((chunk_step & 7) << 4)) + uint32_t((chunk_step & ~7) << 4) +
-           uint32_t(row_step * kRowBytes);
-  } else {
-    return lane_address + uint32_t(row_step * kRowBytes + chunk_step * 16);
-  }
-}
-
-// Q K^T's ldmatrix addresses of this lane (16-bit elements) in the CTA's tiles:
+// Q K^T's ldmatrix addresses of this lane (16-bit elements) in the CTA's tiles (smem_layout.hpp):
 // A (Q, [m][k]): matrix j = rows 8 (j & 1), cols 8 (j >> 1)  -> lane row l % 16, col 8 (l / 16);
 // B (K, [n][k]): matrix j = n-tile j >> 1, cols 8 (j & 1) -> lane row 8 (l / 16) + l % 8, col 8 ((l / 8) & 1).
 template <class Traits>

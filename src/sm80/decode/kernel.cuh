@@ -101,6 +101,9 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
       // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
       const bool k_valid = valid && col + offset < p.head_dim_qk;
       const bool v_valid = valid && col + offset < p.head_dim_v;
+      // Padded rows keep this address form: with smem_tile_offset<false, ...> instead, ptxas (CUDA
+      // 13.0) gave the d96 kernel an LDGSTS whose cache-policy descriptor sat in an odd uniform
+      // register, an illegal instruction at run time.
       Element* k_dst = sK + row * Traits::kKStride + col + offset;
       Element* v_dst = sV + row * Traits::kVStride + col + offset;
       if constexpr (Traits::kSwizzledSmem) {
