@@ -202,6 +202,18 @@ inline void check_backward(const BackwardCase& c, const BackwardRun& run, double
   }
 }
 
+// A deterministic-mode case: bf16, B2, GQA 4/2, Sq = Sk = seqlen, head dim d, causal or not.
+inline BackwardCase deterministic_case(int d, bool causal, int seqlen, uint64_t seed) {
+  TestCase tc;
+  tc.dtype = DType::kBFloat16;
+  tc.batch = 2, tc.heads_q = 4, tc.heads_kv = 2;
+  tc.seqlen_q = tc.seqlen_k = seqlen;
+  tc.head_dim_qk = tc.head_dim_v = d;
+  tc.causal = causal;
+  tc.seed = seed;
+  return {causal ? "deterministic causal" : "deterministic", tc};
+}
+
 // Every case through check_backward, each traced with its description; returns how many ran.
 inline int check_backward_cases(const std::vector<BackwardCase>& cases, const BackwardRun& run) {
   for (const BackwardCase& c : cases) {

@@ -108,13 +108,7 @@ TEST_F(CompactTiles, BackwardDeterministicModeIsBitwiseRepeatable) {
   for (int d : {64, 128})
     for (bool causal : {false, true}) {
       if (!testing::backward_path_takes(KernelPath::kSm80, d, d, DType::kBFloat16, "compact-bwd-det")) continue;
-      TestCase tc;
-      tc.dtype = DType::kBFloat16;
-      tc.batch = 2, tc.heads_q = 4, tc.heads_kv = 2, tc.seqlen_q = tc.seqlen_k = 600;
-      tc.head_dim_qk = tc.head_dim_v = d;
-      tc.causal = causal;
-      tc.seed = 11;
-      testing::check_backward({causal ? "deterministic causal" : "deterministic", tc}, run);
+      testing::check_backward(testing::deterministic_case(d, causal, 600, 11), run);
       ++ran;
     }
   if (ran == 0) GTEST_SKIP() << "this build prunes the sm80 backward for d64 and d128 bf16";

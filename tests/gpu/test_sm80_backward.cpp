@@ -59,14 +59,8 @@ TEST(Sm80Backward, DeterministicModeIsBitwiseRepeatable) {
   for (int d : {64, 256})  // 128 and 64 keys per KV block
     for (bool causal : {false, true}) {
       if (!sm80_built(d, DType::kBFloat16)) continue;
-      testing::TestCase tc;
-      tc.dtype = DType::kBFloat16;
-      tc.batch = 2, tc.heads_q = 4, tc.heads_kv = 2;
-      tc.seqlen_q = tc.seqlen_k = d > 128 ? 500 : 1000;  // 8 KV blocks at either block size
-      tc.head_dim_qk = tc.head_dim_v = d;
-      tc.causal = causal;
-      tc.seed = 7;
-      testing::check_backward({causal ? "deterministic causal" : "deterministic", tc}, run);
+      // 8 KV blocks at either block size.
+      testing::check_backward(testing::deterministic_case(d, causal, d > 128 ? 500 : 1000, 7), run);
       ++ran;
     }
   if (ran == 0) GTEST_SKIP() << "this build prunes the sm80 backward for d64 and d256 bf16";

@@ -76,11 +76,17 @@ constexpr bool decode_swizzled_smem(int head_dim_qk, int head_dim_v) {
 }
 // The swizzled tiles start on a 128-byte line: the dynamic shared memory is aligned up by the kernel.
 inline constexpr int kDecodeSmemAlignSlack = 128;
+// Row padding (elements) of the Q / K tiles and of the V tile: none when swizzled.
+constexpr int decode_row_pad_qk(int head_dim_qk, int head_dim_v, int elem_bytes) {
+  return decode_swizzled_smem(head_dim_qk, head_dim_v) ? 0 : smem_row_pad_qko(elem_bytes);
+}
+constexpr int decode_row_pad_v(int head_dim_qk, int head_dim_v, int elem_bytes) {
+  return decode_swizzled_smem(head_dim_qk, head_dim_v) ? 0 : smem_row_pad_v(elem_bytes);
+}
 
 constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, DecodeShape s) {
-  const bool swizzled = decode_swizzled_smem(head_dim_qk, head_dim_v);
-  const int pad_qk = swizzled ? 0 : smem_row_pad_qko(elem_bytes);
-  const int pad_v = swizzled ? 0 : smem_row_pad_v(elem_bytes);
+  const int pad_qk = decode_row_pad_qk(head_dim_qk, head_dim_v, elem_bytes);
+  const int pad_v = decode_row_pad_v(head_dim_qk, head_dim_v, elem_bytes);
   const int block_n = s.warp_keys * s.warps;
   const int q = 16 * s.m_tiles * (head_dim_qk + pad_qk);
   const int kv_stage = block_n * (head_dim_qk + pad_qk) + block_n * (head_dim_v + pad_v);
@@ -88,7 +94,7 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
   // The warps' states are merged through the K/V ring: fp32 O rows of head_dim_v + 4 floats and
   // (max, sum) per row and warp (DecodeTraits::kMergeStride).
   const int merge = 4 * s.warps * 16 * s.m_tiles * (head_dim_v + 4 + 2);
-  return (ring > merge ? ring : merge) + (swizzled ? kDecodeSmemAlignSlack : 0);
+  return (ring > merge ? ring : merge) + (decode_swizzled_smem(head_dim_qk, head_dim_v) ? kDecodeSmemAlignSlack : 0);
 }
 constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows, bool paged) {
   return decode_smem_bytes(head_dim_qk, head_dim_v, elem_bytes, decode_shape(head_dim_qk, head_dim_v, wide_rows, paged));
@@ -140,9 +146,9 @@ struct DecodeTraits {
   static constexpr int kScoreNTiles = kWarpKeys / 8;
   static constexpr int kOutNTiles = kHeadDimV / 8;
   static constexpr bool kSwizzledSmem = decode_swizzled_smem(kHeadDimQK, kHeadDimV);
-  static constexpr int kQStride = kHeadDimQK + (kSwizzledSmem ? 0 : smem_row_pad_qko(kElemBytes));
-  static constexpr int kKStride = kHeadDimQK + (kSwizzledSmem ? 0 : smem_row_pad_qko(kElemBytes));
-  static constexpr int kVStride = kHeadDimV + (kSwizzledSmem ? 0 : smem_row_pad_v(kElemBytes));
+  static constexpr int kQStride = kHeadDimQK + decode_row_pad_qk(kHeadDimQK, kHeadDimV, kElemBytes);
+  static constexpr int kKStride = kQStride;
+  static constexpr int kVStride = kHeadDimV + decode_row_pad_v(kHeadDimQK, kHeadDimV, kElemBytes);
   // What the shared GEMMs (sm80/common/gemm.cuh) read: one warp's view, all rows against its 16 keys.
   struct WarpGemm {
     using Element = Element_;
