@@ -1,6 +1,7 @@
 // One backward call of a fused path: the workspace (workspace.hpp) in one stream-ordered
 // allocation, zeroed dQ accumulator (and turn counters in deterministic mode), preprocess, the
-// path's main kernel, postprocess, free. Every step runs on the caller's stream; after the first
+// path's main kernel, postprocess (both dQ accumulator steps only where the main kernel adds into
+// it), free. Every step runs on the caller's stream; after the first
 // error nothing more is launched, and the workspace is freed either way.
 #pragma once
 
@@ -15,21 +16,30 @@
 
 namespace flashcore::backward {
 
+// Where dQ goes: added into the workspace's fp32 accumulator, which the postprocess scales and
+// converts (kAccumulated), or written to dq, scaled, by the main kernel itself (kWrittenByMain: no
+// accumulator, no zeroing, no postprocess).
+enum class DqOutput { kAccumulated, kWrittenByMain };
+
 // main_kernel(ws) launches the path's main kernel on `stream` and returns its Status. kernel_dqk:
 // the head dim of the kernel that runs the call (a padded call's dQ rows hold its columns). `path`
 // names the path in error messages.
 template <typename Element, class MainKernel>
 Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, cudaStream_t stream,
-                    MainKernel&& main_kernel) {
+                    MainKernel&& main_kernel, DqOutput dq_output = DqOutput::kAccumulated) {
   const AttentionParams& p = bp.forward;
   const std::string where = std::string(path) + " backward: ";
+  const bool accumulated = dq_output == DqOutput::kAccumulated;
   BwdWorkspaceBytes bytes;
-  bwd_workspace_layout(p, kernel_dqk, nullptr, &bytes);
+  bwd_workspace_layout(p, kernel_dqk, nullptr, &bytes, accumulated);
   void* base = nullptr;
   FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes);
-  Status status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
-                              (where + "zeroing the dQ accumulator").c_str());
+  const BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes, accumulated);
+  Status status = Status::Ok();
+  if (accumulated) {
+    status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
+                         (where + "zeroing the dQ accumulator").c_str());
+  }
   if (status.ok() && bp.deterministic) {
     status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), (where + "zeroing the turn counters").c_str());
   }
@@ -39,7 +49,7 @@ Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, 
     status = cuda_status(cudaGetLastError(), (where + "bwd_preprocess_kernel").c_str());
   }
   if (status.ok()) status = main_kernel(ws);
-  if (status.ok()) {
+  if (status.ok() && accumulated) {
     const unsigned row_blocks = unsigned((p.seqlen_q + kPostprocessRows - 1) / kPostprocessRows);
     bwd_postprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_kernel").c_str());

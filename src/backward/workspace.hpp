@@ -64,7 +64,9 @@ struct BwdWorkspaceBytes {
 
 // The layout for a validated call run by the kernel of head dim `kernel_dqk` (>= the call's: a padded
 // call's dQ rows hold the kernel's columns), with every pointer offset from `base` (nullptr: sizes only).
-inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, int kernel_dqk, void* base, BwdWorkspaceBytes* bytes) {
+// with_dq_accum = false: no dQ accumulator (a main kernel that writes dq itself; ws.dq_accum null).
+inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, int kernel_dqk, void* base, BwdWorkspaceBytes* bytes,
+                                         bool with_dq_accum = true) {
   BwdWorkspace ws;
   ws.dq_row_stride = kernel_dqk;
   ws.varlen = p.is_varlen();
@@ -73,12 +75,12 @@ inline BwdWorkspace bwd_workspace_layout(const AttentionParams& p, int kernel_dq
                                         : int64_t(p.batch) * ws.dense_rows_per_seq,
                               kBwdRowPad);
   const int64_t rows = int64_t(p.heads_q) * ws.rows_per_head;
-  bytes->dq_accum = size_t(round_up(rows * kernel_dqk * 4, 256));
+  bytes->dq_accum = with_dq_accum ? size_t(round_up(rows * kernel_dqk * 4, 256)) : 0;
   bytes->stats = size_t(round_up(rows * 4, 256));
   bytes->turns = size_t(round_up((rows / 16 + 1) * 4, 256));  // >= one counter per 16 rows
   if (base != nullptr) {
     char* at = static_cast<char*>(base);
-    ws.dq_accum = reinterpret_cast<float*>(at);
+    ws.dq_accum = with_dq_accum ? reinterpret_cast<float*>(at) : nullptr;
     ws.lse2 = reinterpret_cast<float*>(at + bytes->dq_accum);
     ws.row_d = reinterpret_cast<float*>(at + bytes->dq_accum + bytes->stats);
     ws.dq_turn = reinterpret_cast<int*>(at + bytes->dq_accum + 2 * bytes->stats);

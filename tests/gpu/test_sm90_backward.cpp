@@ -139,7 +139,7 @@ TEST(Sm90Backward, AutoDispatchPicksSm90) {
 
 // Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its
 // turn), so two launches give bitwise-equal gradients; every feature case, d64 (dQ split by rows),
-// d128 (by columns; both by the dQ writer warp) and d256 (column halves added by the consumers).
+// d128 (by columns; both by the dQ writer warp) and d256 (dQ by the dQ pass: no adds at all).
 TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;
@@ -157,7 +157,7 @@ TEST(Sm90Backward, DeterministicModeIsBitwiseRepeatable) {
 
 // The subset compute-sanitizer runs (memcheck, racecheck; scripts/device-check.sh): every feature
 // case at d64 (128-row steps, dQ split by rows), d128 (64-row steps, split by columns) and d256
-// (64 keys per CTA, column halves) in fp16, both dQ modes.
+// (64 keys per CTA, column halves, then the dQ pass) in fp16, both dQ modes.
 TEST(Sm90BackwardSanitizer, FeaturesEveryTileBothModes) {
   FC_REQUIRE_GPU();
   testing::BackwardRun run;

@@ -1,5 +1,5 @@
 // The sm90 backward's main kernel: shared-memory setup, roles, register split, and the dK / dV
-// epilogue; the roles are in mainloop.cuh. One CTA per (KV block of kBlockN keys, KV head, batch
+// epilogue; the roles are in mainloop.cuh. Tiles with dq_pass run the dQ pass (dq_pass.cuh) after it. One CTA per (KV block of kBlockN keys, KV head, batch
 // entry); the preprocess (D, lse2, zeroed dQ accumulator) ran before it and the postprocess (dQ
 // scaled and converted) runs after it (launch.cu).
 #pragma once
@@ -10,6 +10,7 @@
 #include "common/cuda_check.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
+#include "sm90/bwd/dq_pass.cuh"
 #include "sm90/bwd/mainloop.cuh"
 #include "sm90/bwd/tile_config.hpp"
 
@@ -130,6 +131,10 @@ Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const 
                                                                    maps[kMapDqAccum], maps[kMapLse2], maps[kMapRowD],
                                                                    bp, ws, args);
   FC_CHECK_LAUNCH("sm90 backward_kernel");
+  if constexpr (Traits::kDqPass) {
+    return launch_dq_pass<kDqk, kDv, Element>(maps[kMapQDqPass], maps[kMapK], maps[kMapV], maps[kMapDoutDqPass], bp, ws,
+                                              args, stream);
+  }
   return Status::Ok();
 }
 

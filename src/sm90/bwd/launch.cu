@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "api/built_kernels.hpp"
@@ -74,7 +75,9 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
            detail::built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
            std::to_string(detail::kPaddedHeadDimMultiple) + ")";
   }
-  const size_t smem = bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v);
+  const bool dq_pass = bwd_tile(inst->head_dim_qk, inst->head_dim_v).dq_pass;
+  const size_t smem = std::max(bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v),
+                               dq_pass ? dq_pass_smem_bytes(inst->head_dim_qk, inst->head_dim_v) : size_t(0));
   if (smem > d.max_smem_per_block_optin) {
     return "the sm90 backward for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
            " needs " + std::to_string(smem) + " bytes of shared memory per block; the device allows " +
@@ -108,6 +111,12 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], views.k, p.dtype, inst.head_dim_qk, tile.block_n()));
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], views.v, p.dtype, inst.head_dim_v, tile.block_n()));
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], views.dout, p.dtype, inst.head_dim_v, tile.block_m));
+  if (tile.dq_pass) {
+    FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQDqPass], views.q, p.dtype, inst.head_dim_qk, kDqPassTile.block_m));
+    FC_RETURN_IF_ERROR(
+        encode_operand_map(&maps[kMapDoutDqPass], views.dout, p.dtype, inst.head_dim_v, kDqPassTile.block_m));
+    static_assert(kDqPassTile.block_n == 64, "the dQ pass reads K and V through the main kernel's 64-row maps");
+  }
   BwdKernelArgs args;
   args.scale = attn::softmax_scale(p);
   args.scale_log2 = args.scale * attn::kLog2e;
@@ -118,11 +127,15 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm90", stream, [&](const backward::BwdWorkspace& ws) {
     // The workspace as TMA views: dQ accumulator rows, lse2 and D (their rows are the same).
     const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
-    FC_RETURN_IF_ERROR(encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m));
+    if (!tile.col_split) {  // the column split adds dQ from registers, or (dq_pass) has no accumulator
+      FC_RETURN_IF_ERROR(encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m));
+    } else {
+      maps[kMapDqAccum] = CUtensorMap{};
+    }
     FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m));
     FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m));
     return inst.launch(maps, bp, ws, args, stream);
-  });
+  }, tile.dq_pass ? backward::DqOutput::kWrittenByMain : backward::DqOutput::kAccumulated);
 }
 
 Status sm90_backward_run(const BackwardParams& bp, const detail::DeviceInfo&, cudaStream_t stream) {

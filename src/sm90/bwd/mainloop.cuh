@@ -494,7 +494,7 @@ struct BwdConsumer {
 
   // kColSplit, after P^T: P^T and dS^T of this warpgroup's queries to shared memory; once both
   // warpgroups' are there, dV += P^T dO and dK += dS^T Q over all the step's queries for this
-  // warpgroup's column half, then dQ.
+  // warpgroup's column half, then dQ (kDqPass: none; the dQ pass computes it).
   __device__ void step_tail_col_split(float* dk, float* dv, float* dp, uint32_t* p16, const uint32_t* dcap16,
                                       uint32_t* ds16, int stage, int ds_buffer, int m0, bool full_tile,
                                       int step) const {
@@ -516,7 +516,17 @@ struct BwdConsumer {
     gemm_ss_transb_accumulate<Traits::kDkCols, kBlockM, kType>(
         dk, ptx::smem_addr(smem.ds[ds_buffer]), ptx::smem_addr(smem.q[stage]) + half_offset(kBlockM, Traits::kDkCols));
     ptx::wgmma_commit();
-    dq_in_two_parts(dk, dv, p16, ds16, stage, ds_buffer, step);
+    if constexpr (Traits::kDqPass) {
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers<Traits::kAccDk>(dk);
+      ptx::fence_registers<Traits::kAccDv>(dv);
+      ptx::fence_registers<kRegsP>(p16);
+      ptx::fence_registers<kRegsP>(ds16);
+      // Q and dO of this stage are read for the last time.
+      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage]);
+    } else {
+      dq_in_two_parts(dk, dv, p16, ds16, stage, ds_buffer, step);
+    }
   }
 
   // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each), the first

@@ -22,7 +22,8 @@ struct BwdKernelArgs {
 };
 
 // The tensor maps of one call, in the kernel's parameter order.
-enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kMapDqAccum, kMapLse2, kMapRowD, kBwdMaps };
+// kMapQDqPass / kMapDoutDqPass: q and dout with the dQ pass's row boxes (encoded for dq_pass tiles only).
+enum BwdMap { kMapQ = 0, kMapK, kMapV, kMapDout, kMapDqAccum, kMapLse2, kMapRowD, kMapQDqPass, kMapDoutDqPass, kBwdMaps };
 
 // Runs the main kernel for one (Dqk, Dv, dtype); defined in kernel.cuh.
 template <int kDqk, int kDv, typename Element>

@@ -22,6 +22,9 @@
 // from the registers by vector reductions (red.global.add): a 64 x Dqk fp32 staging tile (64 KB at
 // d256) does not fit beside two Q / dO stages. Registers: 64 + 64 for dK, dV; S^T, dP^T 16 each;
 // dQ in two parts of 32.
+//
+// dq_pass (d256): the main kernel adds no dQ; a pass of its own (dq_pass.cuh) computes dQ per query
+// block, S and dP recomputed, dQ in registers over the block's whole walk. Its tile is kDqPassTile.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +36,7 @@ struct BwdTile {
   int block_m = 0;  // query rows per step (64: dQ split by columns; 128: by rows)
   int stages = 0;   // Q / dO / statistics buffers in the ring
   bool col_split = false;  // both warpgroups on the same 64 keys, dK / dV / dQ split by columns
+  bool dq_pass = false;    // dQ by the dQ pass (dq_pass.cuh), not by the main kernel's reductions
   constexpr int block_n() const { return col_split ? 64 : 128; }  // keys per CTA
 };
 
@@ -40,8 +44,18 @@ constexpr BwdTile bwd_tile(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
   if (d <= 64) return {128, 2};
   if (d <= 128) return {64, 2};
-  return {64, 2, true};
+  return {64, 2, true, true};
 }
+
+// The dQ pass's tile: 64 query rows per consumer warpgroup (dQ 64 x Dqk fp32 in registers), KV
+// blocks of block_n keys through a ring of kv_slots K / V tiles, Q and dO resident. d256: 64 KB
+// each for Q and dO, 3 x 32 KB of slots (224 KB).
+struct DqPassTile {
+  int block_m = 0;   // query rows per CTA (64 per consumer warpgroup)
+  int block_n = 0;   // keys per KV block
+  int kv_slots = 0;  // K / V tiles in the ring (V_j, K_j, V_j+1, ...)
+};
+inline constexpr DqPassTile kDqPassTile{128, 64, 3};
 
 inline constexpr int kBwdConsumerWarpgroups = 2;
 inline constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
@@ -58,6 +72,7 @@ struct BwdTraits {
   static constexpr int kStages = kTile.stages;
   static constexpr bool kColSplit = kTile.col_split;
   static constexpr int kBlockN = kTile.block_n();
+  static constexpr bool kDqPass = kTile.dq_pass;
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
   // dQ's split between the warpgroups: by rows (kBlockM 128), by 64-column chunks (kBlockM 64), or
@@ -120,6 +135,7 @@ struct BwdTraits {
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
 
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims: whole k16 steps; dQ in 32-column boxes");
+  static_assert(!kDqPass || kColSplit, "the dQ pass replaces the column split's dQ reductions");
   static_assert(kColSplit ? kDqkPad == 256 && kDvPad == 256 : kDqk <= 128 && kDv <= 128,
                 "dK and dV of 64 keys (kColSplit: their column halves) live in registers: head dims up to 128, "
                 "or 256 split by columns (each half whole 64-column chunks)");
@@ -141,6 +157,16 @@ constexpr size_t bwd_smem_bytes(int dqk, int dv) {
                             2 * block_n * t.block_m * (t.col_split ? 2 : 1));
   const size_t dq_tile = t.col_split ? 0 : size_t(t.block_m) * dqk * 4;  // col_split's 4-float stub: in the rounding
   return tiles + dq_tile + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
+}
+
+// Shared memory of the (Dqk, Dv) dQ pass, for supports() (host code).
+constexpr size_t dq_pass_smem_bytes(int dqk, int dv) {
+  const size_t dqk_pad = size_t(dqk + 63) / 64 * 64, dv_pad = size_t(dv + 63) / 64 * 64;
+  const size_t slot_cols = dqk_pad > dv_pad ? dqk_pad : dv_pad;
+  const size_t tiles = 2 * (size_t(kDqPassTile.block_m) * (dqk_pad + dv_pad) +
+                            size_t(kDqPassTile.kv_slots) * kDqPassTile.block_n * slot_cols);
+  const size_t barriers = 8 * (1 + 2 * size_t(kDqPassTile.kv_slots));
+  return (tiles + barriers + 1023) / 1024 * 1024 + 1024;
 }
 
 }  // namespace flashcore::sm90::bwd
