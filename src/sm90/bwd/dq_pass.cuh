@@ -40,6 +40,7 @@
 #include "sm90/common/element.cuh"
 #include "sm90/common/fragment.cuh"
 #include "sm90/common/gemm.cuh"
+#include "sm90/common/shared_storage.cuh"
 #include "sm90/common/tma.cuh"
 
 namespace flashcore::sm90::bwd {
@@ -332,9 +333,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                    const __grid_constant__ BwdKernelArgs args) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
-  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
-  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
-  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+  Storage& smem = aligned_shared_storage<Storage>(smem_raw);
 
   const DqWalk<Traits> walk = DqWalk<Traits>::make(bp.forward);
   if (walk.m0 >= walk.seq.seqlen_q) return;  // a shorter sequence of a varlen batch
@@ -342,9 +341,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     store_zero_dq<Traits>(bp, walk);
     return;
   }
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
-  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32) % 4, 0);
-  const int lane = threadIdx.x % 32;
+  const auto [warpgroup, warp, lane] = uniform_warp_roles();
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(&smem.q_full, 1);

@@ -13,6 +13,7 @@
 #include "sm90/bwd/dq_pass.cuh"
 #include "sm90/bwd/mainloop.cuh"
 #include "sm90/bwd/tile_config.hpp"
+#include "sm90/common/shared_storage.cuh"
 
 namespace flashcore::sm90::bwd {
 
@@ -70,15 +71,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                     const __grid_constant__ BwdKernelArgs args) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
-  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
-  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
-  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+  Storage& smem = aligned_shared_storage<Storage>(smem_raw);
 
   const BwdWalk<Traits> walk = BwdWalk<Traits>::make(bp.forward, args);
   if (walk.n0 >= walk.keys_in_tensor) return;  // the whole CTA: no key of the tensor here
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
-  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32) % 4, 0);
-  const int lane = threadIdx.x % 32;
+  const auto [warpgroup, warp, lane] = uniform_warp_roles();
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(&smem.kv_full, 1);

@@ -13,6 +13,7 @@
 #include "attention/stream_k.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
+#include "sm90/common/shared_storage.cuh"
 #include "sm90/fwd/kernel_traits.cuh"
 #include "sm90/fwd/epilogue.cuh"
 #include "sm90/fwd/params.hpp"
@@ -54,9 +55,7 @@ __global__ void __launch_bounds__(Mainloop::Traits::kThreads, 1)
   using Consumer = typename Mainloop::ConsumerRole;
   using Storage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
-  // Swizzled tiles must sit on 1024-byte boundaries of the shared window (tensor-core notes §3).
-  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
-  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+  Storage& smem = aligned_shared_storage<Storage>(smem_raw);
 
   // kBroadcastWarpIndex (tile_config.hpp): warpgroup and warp broadcast from lane 0, so the compiler
   // knows they are warp-uniform and keeps what derives from them in uniform registers.

@@ -37,6 +37,7 @@
 #include "sm90/common/element.cuh"
 #include "sm90/common/fragment.cuh"
 #include "sm90/common/gemm.cuh"
+#include "sm90/common/shared_storage.cuh"
 #include "sm90/common/tma.cuh"
 #include "common/cuda_check.hpp"
 #include "flashcore/flashcore.hpp"
@@ -164,8 +165,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using Storage = typename Traits::SharedStorage;
   constexpr int kQkChunks = Traits::kQkChunks, kVChunks = Traits::kVChunks, kSlots = Traits::kSlots;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t misalign = ptx::smem_addr(smem_raw) & 1023u;
-  Storage& smem = *reinterpret_cast<Storage*>(smem_raw + ((1024u - misalign) & 1023u));
+  Storage& smem = aligned_shared_storage<Storage>(smem_raw);
 
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int m_block = blockIdx.x / params.dv_parts, dv_part = blockIdx.x % params.dv_parts;
