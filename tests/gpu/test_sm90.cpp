@@ -198,6 +198,14 @@ void run_case(const Case& c) {
       check.status.message.find("FLASHCORE_BUILD_TUNING_KERNELS") != std::string::npos) {
     GTEST_SKIP() << "tuning kernel not in this build: " << check.status.message;
   }
+  // An override (kAltBlockN, a schedule) names a variant of the case's own head-dim kernel; a build
+  // pruned of that kernel runs the call padded on a covering one, whose variants are others.
+  const std::string& why = check.status.message;
+  if (check.status.code == StatusCode::kUnsupported &&
+      why.find("is not built for head dim") != std::string::npos &&
+      why.find("is not built for head dim " + std::to_string(c.head_dim) + " ") == std::string::npos) {
+    GTEST_SKIP() << "the head dim's own kernel is not in this build (padded onto another): " << why;
+  }
   EXPECT_TRUE(check.ok()) << tc.describe() << "\n" << check.describe();
   std::printf("[sm90] %-60s rel %.3e (naive %.3e) max %.3e (naive %.3e)\n", c.name().c_str(),
               check.out_error.rel_fro, check.naive_error.rel_fro, check.out_error.max_abs, check.naive_error.max_abs);

@@ -1,0 +1,58 @@
+// The fused backwards' workspace layout (src/backward/workspace.hpp) and the sm90 backward's tile
+// table (src/sm90/bwd/tile_config.hpp), without a device: a call whose main kernel writes dq itself
+// (the d256 dQ pass) gets no dQ accumulator and the statistics start the allocation; every tile
+// with a dQ pass is a column-split one, and both of its kernels fit the 227 KiB opt-in limit.
+#include <gtest/gtest.h>
+
+#include "backward/workspace.hpp"
+#include "flashcore/flashcore.hpp"
+#include "sm90/bwd/tile_config.hpp"
+
+namespace flashcore {
+namespace {
+
+AttentionParams dense_call(int batch, int seqlen, int heads, int head_dim) {
+  AttentionParams p;
+  p.batch = batch, p.seqlen_q = p.seqlen_k = seqlen, p.heads_q = p.heads_kv = heads;
+  p.head_dim_qk = p.head_dim_v = head_dim;
+  return p;
+}
+
+TEST(BackwardWorkspace, WithoutTheDqAccumulatorOnlyTheStatisticsAndTurnsRemain) {
+  const AttentionParams p = dense_call(2, 1000, 3, 256);
+  backward::BwdWorkspaceBytes with, without;
+  backward::bwd_workspace_layout(p, 256, nullptr, &with);
+  backward::bwd_workspace_layout(p, 256, nullptr, &without, /*with_dq_accum=*/false);
+  // 3 heads x 2 sequences x 1000 rows padded to 1024 (kBwdRowPad 128) = 6144 rows.
+  EXPECT_EQ(with.dq_accum, size_t(6144) * 256 * 4);
+  EXPECT_EQ(without.dq_accum, 0u);
+  EXPECT_EQ(without.stats, with.stats);
+  EXPECT_EQ(without.turns, with.turns);
+  EXPECT_EQ(without.total(), with.total() - with.dq_accum);
+
+  alignas(256) static char base[1];
+  const backward::BwdWorkspace ws = backward::bwd_workspace_layout(p, 256, base, &without, false);
+  EXPECT_EQ(ws.dq_accum, nullptr);
+  EXPECT_EQ(reinterpret_cast<char*>(ws.lse2), base);
+  EXPECT_EQ(reinterpret_cast<char*>(ws.row_d), base + without.stats);
+  EXPECT_EQ(ws.row(2, 1, 0, 5), int64_t(2) * ws.rows_per_head + 1024 + 5);
+}
+
+TEST(Sm90BackwardTiles, DqPassTilesAreColumnSplitAndFitTheOptInLimit) {
+  constexpr size_t kOptInLimit = 227 * 1024;
+  int dq_pass_tiles = 0;
+  for (int d : {64, 96, 128, 256}) {  // the head dims with kernels of their own
+    const sm90::bwd::BwdTile tile = sm90::bwd::bwd_tile(d, d);
+    EXPECT_LE(sm90::bwd::bwd_smem_bytes(d, d), kOptInLimit) << "d" << d;
+    if (!tile.dq_pass) continue;
+    ++dq_pass_tiles;
+    EXPECT_TRUE(tile.col_split) << "d" << d << ": the dQ pass replaces the column split's dQ reductions";
+    EXPECT_LE(sm90::bwd::dq_pass_smem_bytes(d, d), kOptInLimit) << "d" << d;
+  }
+  EXPECT_GT(dq_pass_tiles, 0) << "d256 runs the dQ pass";
+  // The dQ pass reads K and V through the main kernel's maps, whose boxes are its block_n rows.
+  EXPECT_EQ(sm90::bwd::kDqPassTile.block_n, sm90::bwd::bwd_tile(256, 256).block_n());
+}
+
+}  // namespace
+}  // namespace flashcore
