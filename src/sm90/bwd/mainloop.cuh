@@ -51,6 +51,8 @@ namespace flashcore::sm90::bwd {
 
 inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
 inline constexpr int kDqTurnBarrier = ptx::kFirstNamedBarrier + 1;  // kColSplit, deterministic mode
+inline constexpr int kPReadyBarrier = ptx::kFirstNamedBarrier + 2;  // kRoleSplit: P^T written
+inline constexpr int kDsSentBarrier = ptx::kFirstNamedBarrier + 3;  // kRoleSplit: dS^T written
 
 // One CTA's walk: its KV block and the (query head, query block) steps that see it, in order
 // (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
@@ -194,8 +196,13 @@ struct BwdConsumer {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
-  static constexpr int kAccS = Traits::kAccS;
-  static constexpr int kRegsP = Traits::kRegsP;
+  // kRoleSplit (d256 with the dQ pass, no score mod): warpgroup 0 computes S^T and P^T, warpgroup 1
+  // dP^T and dS^T, each for all of the step's queries (run_role_split). Otherwise (kColSplit) each
+  // warpgroup computes both for its half of the queries.
+  static constexpr bool kRoleSplit = Traits::kRoleSplit && !kScoreMod;
+  static constexpr int kSQueries = kRoleSplit ? Traits::kBlockM : Traits::kSQueries;
+  static constexpr int kAccS = kSQueries / 2;   // S^T, dP^T: 64 keys x kSQueries queries
+  static constexpr int kRegsP = kSQueries / 4;  // P^T, dS^T packed
   static constexpr int kRowBytes = Traits::kRowBytes;
   static constexpr ptx::WgmmaType kType = ElementTraits<Element>::kWgmma;
 
@@ -212,7 +219,7 @@ struct BwdConsumer {
   FC_DEVICE int own_key0() const { return Traits::kColSplit ? 0 : 64 * warpgroup; }
   FC_DEVICE int key_of_row(int r) const { return walk.n0 + own_key0() + 16 * warp + lane / 4 + 8 * r; }
   // The first of the step's queries (accumulator columns of S^T, dP^T) this warpgroup computes.
-  FC_DEVICE int own_query0() const { return Traits::kColSplit ? Traits::kSQueries * warpgroup : 0; }
+  FC_DEVICE int own_query0() const { return Traits::kColSplit && !kRoleSplit ? kSQueries * warpgroup : 0; }
   // kColSplit: shared-memory offset of this warpgroup's first 64-column chunk in a [chunks][rows][64]
   // tile of `rows` rows whose columns it splits in halves of `half_cols`.
   FC_DEVICE uint32_t half_offset(int rows, int half_cols) const {
@@ -222,11 +229,11 @@ struct BwdConsumer {
   // S^T = K Q^T and dP^T = V dO^T of this warpgroup's keys and queries (A: 64 rows of the K / V
   // tile, B: kSQueries rows of the Q / dO stage).
   __device__ void issue_s(float* s, int stage) const {
-    gemm_ss_overwrite<Traits::kSQueries, Traits::kDqk, kBlockN, kBlockM, kType>(
+    gemm_ss_overwrite<kSQueries, Traits::kDqk, kBlockN, kBlockM, kType>(
         s, ptx::smem_addr(smem.k) + own_key0() * kRowBytes, ptx::smem_addr(smem.q[stage]) + own_query0() * kRowBytes);
   }
   __device__ void issue_dp(float* dp, int stage) const {
-    gemm_ss_overwrite<Traits::kSQueries, Traits::kDv, kBlockN, kBlockM, kType>(
+    gemm_ss_overwrite<kSQueries, Traits::kDv, kBlockN, kBlockM, kType>(
         dp, ptx::smem_addr(smem.v) + own_key0() * kRowBytes,
         ptx::smem_addr(smem.dout[stage]) + own_query0() * kRowBytes);
   }
@@ -344,6 +351,18 @@ struct BwdConsumer {
     }
   }
 
+  // The packed pairs store_pairs wrote at `base` for this thread's (warp, lane) of either warpgroup.
+  __device__ void load_pairs(uint32_t* pairs, uint32_t base) const {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < kRegsP; ++i) {
+      const int key = own_key0() + 16 * warp + g + 8 * (i & 1);
+      const int query = own_query0() + 8 * (i >> 1);
+      pairs[i] = ptx::ld_shared_b32(base + (query / 64) * (kBlockN * kRowBytes) + key * kRowBytes +
+                                    ((((query % 64) / 8) ^ (key % 8)) * 16) + 4 * t);
+    }
+  }
+
   // This warpgroup's dQ share into the fp32 staging tile, [kDqk/32][kBlockM][32] floats with the
   // 128-byte swizzle (16-byte unit u of row r at u ^ (r % 8)). A 64-bit store is served per half
   // warp; there the quads g and g ^ 1 would write the same two units of adjacent rows (2-way
@@ -401,6 +420,10 @@ struct BwdConsumer {
     if (walk.keys_valid() < kBlockN) {
       zero_rows<Traits::kDqkPad / 64, kBlockN>(smem.k, walk.keys_valid());
       publish_zeroed_rows();
+    }
+    if constexpr (kRoleSplit) {
+      run_role_split(dk, dv);
+      return;
     }
     ptx::PipelineState<Traits::kStages> stage;
     uint32_t dq_phase = 0;
@@ -489,6 +512,94 @@ struct BwdConsumer {
       // Q and dO of this stage are read for the last time.
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
       send_dq(dq, dq_phase);
+    }
+  }
+
+  // kRoleSplit: per step, warpgroup 0 computes S^T = K Q^T and P^T for all kBlockM queries (m64n64:
+  // half the shared-memory reads per FLOP of the m64n32 halves), writes P^T to shared memory and
+  // signals kPReady, then dV += P^T dO for its column half from registers; warpgroup 1 computes
+  // dP^T = V dO^T, waits for P^T, forms dS^T, writes it and signals kDsSent, then dK += dS^T Q (from
+  // registers) and dV += P^T dO (P^T from shared memory) for its column half; warpgroup 0 waits for
+  // dS^T and adds dK for its half. Each warpgroup retires its GEMMs before its next step, so the two
+  // P^T / dS^T buffers are never overwritten while read (a warpgroup at step i + 2 has met the
+  // other's signal of step i + 1, sent after its step i retired).
+  __device__ void run_role_split(float* dk, float* dv) const {
+    ptx::PipelineState<Traits::kStages> stage;
+    for (int step = 0; step < walk.steps; ++step, stage.advance()) {
+      const int m0 = walk.m0(step);
+      const uint32_t p_addr = p_tile(step & 1), ds_addr = ptx::smem_addr(smem.ds[step & 1]);
+      const uint32_t q_addr = ptx::smem_addr(smem.q[stage.index]);
+      const uint32_t do_addr = ptx::smem_addr(smem.dout[stage.index]);
+      const attn::ScoreTransform transform;  // no score mod on this path
+      uint32_t p16[kRegsP], unused_dcap[1];
+      ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
+      // Packed calls: query rows past the sequence are a neighbour's tokens (see run()).
+      if (packed_q && walk.rows_valid(m0) < kBlockM) {
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        zero_rows<Traits::kDqkPad / 64, kBlockM>(smem.q[stage.index], walk.rows_valid(m0));
+        zero_rows<Traits::kDvPad / 64, kBlockM>(smem.dout[stage.index], walk.rows_valid(m0));
+        publish_zeroed_rows();
+      }
+      const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
+                             walk.mask.tile_fully_visible(m0, m0 + kBlockM - 1, walk.n0, walk.n0 + kBlockN - 1);
+      if (warpgroup == 0) {
+        float s[kAccS];
+        ptx::wgmma_fence();
+        issue_s(s, stage.index);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers<kAccS>(s);
+        if (full_tile) {
+          probabilities<false>(s, p16, unused_dcap, stage.index, m0, transform);
+        } else {
+          probabilities<true>(s, p16, unused_dcap, stage.index, m0, transform);
+        }
+        store_pairs(p16, p_addr);
+        ptx::fence_proxy_async_smem();  // P^T (generic stores) -> warpgroup 1's wgmma reads
+        ptx::named_barrier_arrive(kPReadyBarrier, 256);
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        ptx::wgmma_fence();
+        gemm_rs_accumulate<Traits::kDvCols, kBlockM, kType>(dv, p16, do_addr + half_offset(kBlockM, Traits::kDvCols));
+        ptx::wgmma_commit();
+        ptx::named_barrier_sync(kDsSentBarrier, 256);  // warpgroup 1's dS^T is in shared memory
+        ptx::wgmma_fence();
+        gemm_ss_transb_accumulate<Traits::kDkCols, kBlockM, kType>(dk, ds_addr,
+                                                                   q_addr + half_offset(kBlockM, Traits::kDkCols));
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers<kRegsP>(p16);
+      } else {
+        float dp[kAccS];
+        uint32_t ds16[kRegsP];
+        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
+        ptx::wgmma_fence();
+        issue_dp(dp, stage.index);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers<kAccS>(dp);
+        ptx::named_barrier_sync(kPReadyBarrier, 256);  // warpgroup 0's P^T is in shared memory
+        load_pairs(p16, p_addr);
+        if (full_tile) {
+          score_grads<false>(dp, p16, unused_dcap, ds16, stage.index, m0);
+        } else {
+          score_grads<true>(dp, p16, unused_dcap, ds16, stage.index, m0);
+        }
+        store_pairs(ds16, ds_addr);
+        ptx::fence_proxy_async_smem();  // dS^T (generic stores) -> warpgroup 0's wgmma reads
+        ptx::named_barrier_arrive(kDsSentBarrier, 256);
+        ptx::wgmma_fence();
+        gemm_rs_accumulate<Traits::kDkCols, kBlockM, kType>(dk, ds16, q_addr + half_offset(kBlockM, Traits::kDkCols));
+        gemm_ss_transb_accumulate<Traits::kDvCols, kBlockM, kType>(dv, p_addr,
+                                                                   do_addr + half_offset(kBlockM, Traits::kDvCols));
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers<kRegsP>(p16);
+        ptx::fence_registers<kRegsP>(ds16);
+      }
+      ptx::fence_registers<Traits::kAccDk>(dk);
+      ptx::fence_registers<Traits::kAccDv>(dv);
+      // Q and dO of this stage are read for the last time.
+      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
     }
   }
 

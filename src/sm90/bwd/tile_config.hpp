@@ -73,6 +73,9 @@ struct BwdTraits {
   static constexpr bool kColSplit = kTile.col_split;
   static constexpr int kBlockN = kTile.block_n();
   static constexpr bool kDqPass = kTile.dq_pass;
+  // With no dQ to compute, the column split's warpgroups divide the step by role instead of by
+  // queries (mainloop.cuh, run_role_split): S^T / P^T on one, dP^T / dS^T on the other.
+  static constexpr bool kRoleSplit = kDqPass;
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
   // dQ's split between the warpgroups: by rows (kBlockM 128), by 64-column chunks (kBlockM 64), or
