@@ -20,7 +20,9 @@
 // buffers: a warpgroup past step i's barrier may write step i + 1's while the other still runs step
 // i's GEMMs, but not step i - 1's (it waited for those GEMMs before reaching step i's barrier).
 // Named barrier kDqTurn (kColSplit, deterministic mode): the consumers wait for and pass a query
-// block's turn together.
+// block's turn together. Named barriers kPReady and kDsSent (kRoleSplit): warpgroup 0 wrote the
+// step's P^T (warpgroup 1 waits), warpgroup 1 wrote its dS^T (warpgroup 0 waits); run_role_split
+// says why the two buffers suffice.
 // Producer, writer and consumers walk the same steps (BwdWalk), so their ring positions agree
 // without other communication.
 #pragma once

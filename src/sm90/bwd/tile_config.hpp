@@ -25,6 +25,9 @@
 //
 // dq_pass (d256): the main kernel adds no dQ; a pass of its own (dq_pass.cuh) computes dQ per query
 // block, S and dP recomputed, dQ in registers over the block's whole walk. Its tile is kDqPassTile.
+// The main kernel's warpgroups then split each step by role rather than by query halves
+// (kRoleSplit: S^T and P^T on one, dP^T and dS^T on the other, both for all 64 queries, so those
+// GEMMs are m64n64), then their column halves of dV and dK as above.
 #pragma once
 
 #include <cstddef>
