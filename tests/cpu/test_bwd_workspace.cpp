@@ -44,7 +44,7 @@ TEST(Sm90BackwardTiles, DqPassTilesAreColumnSplitAndFitTheOptInLimit) {
   for (int d : {64, 96, 128, 256}) {  // the head dims with kernels of their own
     const sm90::bwd::BwdTile tile = sm90::bwd::bwd_tile(d, d);
     EXPECT_LE(sm90::bwd::bwd_smem_bytes(d, d), kOptInLimit) << "d" << d;
-    if (!tile.dq_pass) continue;
+    if (!tile.dq_pass()) continue;
     ++dq_pass_tiles;
     EXPECT_TRUE(tile.col_split) << "d" << d << ": the dQ pass replaces the column split's dQ reductions";
     EXPECT_LE(sm90::bwd::dq_pass_smem_bytes(d, d), kOptInLimit) << "d" << d;

@@ -47,19 +47,22 @@ namespace flashcore::sm90::bwd {
 
 inline constexpr int kDqPassZeroedBarrier = ptx::kFirstNamedBarrier;
 
+// The main kernel's traits give the head dims, padding, thread count and row size; the tile is the
+// pass's own.
 template <int kDqk_, int kDv_, typename Element_>
 struct DqPassTraits {
+  using Main = BwdTraits<kDqk_, kDv_, Element_>;
   using Element = Element_;
   static constexpr int kDqk = kDqk_;
   static constexpr int kDv = kDv_;
   static constexpr int kBlockM = kDqPassTile.block_m;
   static constexpr int kBlockN = kDqPassTile.block_n;
   static constexpr int kKvSlots = kDqPassTile.kv_slots;
-  static constexpr int kThreads = kBwdThreads;
-  static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
-  static constexpr int kRowBytes = 128;
-  static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
-  static constexpr int kDvPad = (kDv + 63) / 64 * 64;
+  static constexpr int kThreads = Main::kThreads;
+  static constexpr int kConsumerWarps = Main::kConsumerWarps;
+  static constexpr int kRowBytes = Main::kRowBytes;
+  static constexpr int kDqkPad = Main::kDqkPad;
+  static constexpr int kDvPad = Main::kDvPad;
   static constexpr int kSlotCols = kDqkPad > kDvPad ? kDqkPad : kDvPad;
   static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;  // TMA credits the whole box, zeros too
   static constexpr uint32_t kDoBytes = kBlockM * kDvPad * 2;
@@ -180,18 +183,11 @@ struct DqPassConsumer {
   // The query of this thread's local row r (accumulator rows of S, dP, dQ).
   FC_DEVICE int query_of_row(int r) const { return walk.m0 + 64 * warpgroup + 16 * warp + lane / 4 + 8 * r; }
 
-  // Rows [first_row, kBlockN) of a [kChunks][kBlockN][64] tile become 0 (whole 128-byte rows), by the
-  // 256 consumer threads, then published to both warpgroups' wgmma reads.
+  // Rows [first_row, kBlockN) of a [kChunks][kBlockN][64] tile become 0, by the 256 consumer
+  // threads, then published to both warpgroups' wgmma reads.
   template <int kChunks>
   __device__ void zero_rows(uint16_t* tile, int first_row) const {
-    const int thread = 128 * warpgroup + 32 * warp + lane;
-    const uint32_t base = ptx::smem_addr(tile);
-    constexpr int kUnitsPerRow = kRowBytes / 16;
-    const int units = (kBlockN - first_row) * kUnitsPerRow;
-    for (int u = thread; u < kChunks * units; u += 256) {
-      const int chunk = u / units, within = u % units;
-      ptx::st_shared_zero16(base + chunk * kBlockN * kRowBytes + first_row * kRowBytes + within * 16);
-    }
+    zero_tile_rows<kChunks, kBlockN>(tile, first_row, 128 * warpgroup + 32 * warp + lane, 256);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(kDqPassZeroedBarrier, 256);
   }
@@ -377,7 +373,7 @@ Status launch_dq_pass(const CUtensorMap& tm_q, const CUtensorMap& tm_k, const CU
                       const CUtensorMap& tm_do, const BackwardParams& bp, const backward::BwdWorkspace& ws,
                       const BwdKernelArgs& args, cudaStream_t stream) {
   using Traits = DqPassTraits<kDqk, kDv, Element>;
-  static_assert(Traits::kSmemBytes <= dq_pass_smem_bytes(kDqk, kDv), "supports()' shared-memory figure covers this kernel");
+  static_assert(Traits::kSmemBytes == dq_pass_smem_bytes(kDqk, kDv), "supports()' shared-memory figure is this kernel's");
   const AttentionParams& p = bp.forward;
   const bool score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
   auto* kernel = score_mod ? &dq_pass_kernel<Traits, true> : &dq_pass_kernel<Traits, false>;

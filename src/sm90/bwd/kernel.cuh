@@ -1,7 +1,8 @@
 // The sm90 backward's main kernel: shared-memory setup, roles, register split, and the dK / dV
-// epilogue; the roles are in mainloop.cuh. Tiles with dq_pass run the dQ pass (dq_pass.cuh) after it. One CTA per (KV block of kBlockN keys, KV head, batch
+// epilogue; the roles are in mainloop.cuh. One CTA per (KV block of kBlockN keys, KV head, batch
 // entry); the preprocess (D, lse2, zeroed dQ accumulator) ran before it and the postprocess (dQ
-// scaled and converted) runs after it (launch.cu).
+// scaled and converted) runs after it (launch.cu). Tiles with dq_pass() run the dQ pass
+// (dq_pass.cuh) after it instead, which writes dq: no accumulator, no postprocess.
 #pragma once
 
 #include <cuda.h>
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         ptx::tma_prefetch_descriptor(&tm_q);
         ptx::tma_prefetch_descriptor(&tm_do);
         BwdProducer<Traits>::run(smem, &tm_q, &tm_k, &tm_v, &tm_do, &tm_lse2, &tm_row_d, args, ws, walk);
-      } else if (warp == 1 && !Traits::kColSplit) {  // kColSplit: the consumers add dQ themselves
+      } else if (warp == 1 && !Traits::kDqPass) {  // kDqPass: no dQ here
         BwdDqWriter<Traits>::run(smem, &tm_dq, args, ws, walk);
       }
     }

@@ -75,7 +75,7 @@ std::string sm90_backward_supports(const BackwardParams& bp, const detail::Devic
            detail::built_kernels_list(kInstantiations) + "; padded to a covering pair when both are multiples of " +
            std::to_string(detail::kPaddedHeadDimMultiple) + ")";
   }
-  const bool dq_pass = bwd_tile(inst->head_dim_qk, inst->head_dim_v).dq_pass;
+  const bool dq_pass = bwd_tile(inst->head_dim_qk, inst->head_dim_v).dq_pass();
   const size_t smem = std::max(bwd_smem_bytes(inst->head_dim_qk, inst->head_dim_v),
                                dq_pass ? dq_pass_smem_bytes(inst->head_dim_qk, inst->head_dim_v) : size_t(0));
   if (smem > d.max_smem_per_block_optin) {
@@ -111,11 +111,10 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapK], views.k, p.dtype, inst.head_dim_qk, tile.block_n()));
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapV], views.v, p.dtype, inst.head_dim_v, tile.block_n()));
   FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapDout], views.dout, p.dtype, inst.head_dim_v, tile.block_m));
-  if (tile.dq_pass) {
+  if (tile.dq_pass()) {
     FC_RETURN_IF_ERROR(encode_operand_map(&maps[kMapQDqPass], views.q, p.dtype, inst.head_dim_qk, kDqPassTile.block_m));
     FC_RETURN_IF_ERROR(
         encode_operand_map(&maps[kMapDoutDqPass], views.dout, p.dtype, inst.head_dim_v, kDqPassTile.block_m));
-    static_assert(kDqPassTile.block_n == 64, "the dQ pass reads K and V through the main kernel's 64-row maps");
   }
   BwdKernelArgs args;
   args.scale = attn::softmax_scale(p);
@@ -127,7 +126,7 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm90", stream, [&](const backward::BwdWorkspace& ws) {
     // The workspace as TMA views: dQ accumulator rows, lse2 and D (their rows are the same).
     const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
-    if (!tile.col_split) {  // the column split adds dQ from registers, or (dq_pass) has no accumulator
+    if (!tile.dq_pass()) {  // the dQ pass writes dq itself: no accumulator
       FC_RETURN_IF_ERROR(encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m));
     } else {
       maps[kMapDqAccum] = CUtensorMap{};
@@ -135,7 +134,7 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
     FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapLse2], ws.lse2, ws_rows, tile.block_m));
     FC_RETURN_IF_ERROR(encode_fp32_vector_map(&maps[kMapRowD], ws.row_d, ws_rows, tile.block_m));
     return inst.launch(maps, bp, ws, args, stream);
-  }, tile.dq_pass ? backward::DqOutput::kWrittenByMain : backward::DqOutput::kAccumulated);
+  }, tile.dq_pass() ? backward::DqOutput::kWrittenByMain : backward::DqOutput::kAccumulated);
 }
 
 Status sm90_backward_run(const BackwardParams& bp, const detail::DeviceInfo&, cudaStream_t stream) {

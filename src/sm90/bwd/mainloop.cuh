@@ -3,7 +3,7 @@
 //              dO, lse2 and D (TMA) into a kStages ring
 //   DqWriter   (warp 1 of warpgroup 0, one thread): per step, the dQ partial in shared memory into
 //              the fp32 workspace by TMA reduce-adds, one per 32-column box (kColSplit: absent; the
-//              consumers add their dQ columns from registers)
+//              dQ pass computes dQ, dq_pass.cuh)
 //   Consumer   (warpgroups 1, 2): the GEMMs and the elementwise math of each step
 //
 // Barriers (mbarriers in SharedStorage; "arrivals" = expected arrive count per phase):
@@ -19,8 +19,7 @@
 // kColSplit, P^T), which each reads whole for its share of dQ (and of dK, dV). dS^T (P^T) has two
 // buffers: a warpgroup past step i's barrier may write step i + 1's while the other still runs step
 // i's GEMMs, but not step i - 1's (it waited for those GEMMs before reaching step i's barrier).
-// Named barrier kDqTurn (kColSplit, deterministic mode): the consumers wait for and pass a query
-// block's turn together. Named barriers kPReady and kDsSent (kRoleSplit): warpgroup 0 wrote the
+// Named barriers kPReady and kDsSent (kRoleSplit): warpgroup 0 wrote the
 // step's P^T (warpgroup 1 waits), warpgroup 1 wrote its dS^T (warpgroup 0 waits); run_role_split
 // says why the two buffers suffice.
 // Producer, writer and consumers walk the same steps (BwdWalk), so their ring positions agree
@@ -34,7 +33,6 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
-#include "backward/dq_add.cuh"
 #include "backward/workspace.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
@@ -52,9 +50,8 @@
 namespace flashcore::sm90::bwd {
 
 inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
-inline constexpr int kDqTurnBarrier = ptx::kFirstNamedBarrier + 1;  // kColSplit, deterministic mode
-inline constexpr int kPReadyBarrier = ptx::kFirstNamedBarrier + 2;  // kRoleSplit: P^T written
-inline constexpr int kDsSentBarrier = ptx::kFirstNamedBarrier + 3;  // kRoleSplit: dS^T written
+inline constexpr int kPReadyBarrier = ptx::kFirstNamedBarrier + 1;  // kRoleSplit: P^T written
+inline constexpr int kDsSentBarrier = ptx::kFirstNamedBarrier + 2;  // kRoleSplit: dS^T written
 
 // One CTA's walk: its KV block and the (query head, query block) steps that see it, in order
 // (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
@@ -243,13 +240,11 @@ struct BwdConsumer {
   FC_DEVICE uint32_t p_tile(int ds_buffer) const { return ptx::smem_addr(smem.ds[ds_buffer]) + kBlockN * kBlockM * 2; }
   // dQ (this warpgroup's share) = dS K over the block's kBlockN keys: A = dS^T read MN-major from
   // the ds buffer, B = K read MN-major (as V in the forward's P V); 16 keys = 2048 bytes per k-step.
-  // kColSplit: columns [64 chunk, 64 chunk + kCols) of dQ = dS K over all of the step's queries.
-  template <int kCols = Traits::kDqCols>
-  __device__ void issue_dq(float* dq, int ds_buffer, int chunk = -1) const {
+  __device__ void issue_dq(float* dq, int ds_buffer) const {
+    constexpr int kCols = Traits::kDqCols;
     constexpr uint32_t kChunkBytes = kBlockN * kRowBytes;  // one 64-column chunk of a kBlockN-row tile
     const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? warpgroup * kChunkBytes : 0);
-    if (chunk < 0) chunk = Traits::kDqSplitRows ? 0 : warpgroup;
-    const uint32_t b = ptx::smem_addr(smem.k) + chunk * kChunkBytes;
+    const uint32_t b = ptx::smem_addr(smem.k) + (Traits::kDqSplitRows ? 0 : warpgroup) * kChunkBytes;
     uint64_t desc_a = ptx::make_smem_desc(a, kChunkBytes, 1024);
     uint64_t desc_b = ptx::make_smem_desc(b, kChunkBytes, 1024);
     ptx::opaque(desc_a);
@@ -390,23 +385,26 @@ struct BwdConsumer {
     }
   }
 
-  // Rows [first_row, rows) of a [chunks][rows][64] tile of this stage become 0 (whole 128-byte
-  // rows, so the swizzle does not matter), by the 256 consumer threads; the caller fences and meets.
+  // Rows [first_row, kRows) of a [chunks][kRows][64] tile become 0, by the 256 consumer threads;
+  // the caller publishes them (publish_zeroed_rows).
   template <int kChunks, int kRows>
   __device__ void zero_rows(uint16_t* tile, int first_row) const {
-    const int thread = 128 * warpgroup + 32 * warp + lane;
-    const uint32_t base = ptx::smem_addr(tile);
-    constexpr int kUnitsPerRow = kRowBytes / 16;
-    const int units = (kRows - first_row) * kUnitsPerRow;
-    for (int u = thread; u < kChunks * units; u += 256) {
-      const int chunk = u / units, within = u % units;
-      ptx::st_shared_zero16(base + chunk * kRows * kRowBytes + first_row * kRowBytes + within * 16);
-    }
+    zero_tile_rows<kChunks, kRows>(tile, first_row, 128 * warpgroup + 32 * warp + lane, 256);
   }
   // Zeroed tile rows -> the wgmma reads of both warpgroups.
   __device__ void publish_zeroed_rows() const {
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(kDsReadyBarrier, 256);
+  }
+  // Packed calls: query rows of the stage past the sequence are a neighbour's tokens; their P and dS
+  // are 0, but 0 * NaN is NaN in dK += dS^T Q and dV += P^T dO, so they become 0 (dense calls get
+  // TMA's zeros there). Both warpgroups call it, after q_full.
+  __device__ void zero_query_tail(int stage, uint32_t phase, int m0) const {
+    if (!packed_q || walk.rows_valid(m0) >= kBlockM) return;
+    ptx::mbarrier_wait(&smem.do_full[stage], phase);
+    zero_rows<Traits::kDqkPad / 64, kBlockM>(smem.q[stage], walk.rows_valid(m0));
+    zero_rows<Traits::kDvPad / 64, kBlockM>(smem.dout[stage], walk.rows_valid(m0));
+    publish_zeroed_rows();
   }
 
   __device__ void run(float* dk, float* dv) const {
@@ -442,15 +440,7 @@ struct BwdConsumer {
                                                walk.seq.seqlen_k);
       }
       ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
-      // Packed calls: query rows past the sequence are a neighbour's tokens; their P and dS are 0,
-      // but 0 * NaN is NaN in dK += dS^T Q and dV += P^T dO. (Dense calls get TMA's zeros there.)
-      const bool zero_tail = packed_q && walk.rows_valid(m0) < kBlockM;
-      if (zero_tail) {
-        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
-        zero_rows<Traits::kDqkPad / 64, kBlockM>(smem.q[stage.index], walk.rows_valid(m0));
-        zero_rows<Traits::kDvPad / 64, kBlockM>(smem.dout[stage.index], walk.rows_valid(m0));
-        publish_zeroed_rows();
-      }
+      zero_query_tail(stage.index, stage.phase, m0);
       ptx::wgmma_fence();
       issue_s(s, stage.index);
       ptx::wgmma_commit();
@@ -471,7 +461,7 @@ struct BwdConsumer {
         probabilities<true>(s, p16, dcap16, stage.index, m0, transform);
       }
       if constexpr (Traits::kColSplit) {
-        step_tail_col_split(dk, dv, dp, p16, dcap16, ds16, stage.index, ds_buffer, m0, full_tile, step);
+        step_tail_col_split(dk, dv, dp, p16, dcap16, ds16, stage.index, ds_buffer, m0, full_tile);
         continue;
       }
       if constexpr (!Traits::kOverlapDp) {
@@ -535,13 +525,7 @@ struct BwdConsumer {
       const attn::ScoreTransform transform;  // no score mod on this path
       uint32_t p16[kRegsP], unused_dcap[1];
       ptx::mbarrier_wait(&smem.q_full[stage.index], stage.phase);
-      // Packed calls: query rows past the sequence are a neighbour's tokens (see run()).
-      if (packed_q && walk.rows_valid(m0) < kBlockM) {
-        ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
-        zero_rows<Traits::kDqkPad / 64, kBlockM>(smem.q[stage.index], walk.rows_valid(m0));
-        zero_rows<Traits::kDvPad / 64, kBlockM>(smem.dout[stage.index], walk.rows_valid(m0));
-        publish_zeroed_rows();
-      }
+      zero_query_tail(stage.index, stage.phase, m0);
       const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
                              walk.mask.tile_fully_visible(m0, m0 + kBlockM - 1, walk.n0, walk.n0 + kBlockN - 1);
       if (warpgroup == 0) {
@@ -605,12 +589,11 @@ struct BwdConsumer {
     }
   }
 
-  // kColSplit, after P^T: P^T and dS^T of this warpgroup's queries to shared memory; once both
-  // warpgroups' are there, dV += P^T dO and dK += dS^T Q over all the step's queries for this
-  // warpgroup's column half, then dQ (kDqPass: none; the dQ pass computes it).
+  // kColSplit (score-mod calls), after P^T: P^T and dS^T of this warpgroup's queries to shared
+  // memory; once both warpgroups' are there, dV += P^T dO and dK += dS^T Q over all the step's
+  // queries for this warpgroup's column half (no dQ: the dQ pass computes it).
   __device__ void step_tail_col_split(float* dk, float* dv, float* dp, uint32_t* p16, const uint32_t* dcap16,
-                                      uint32_t* ds16, int stage, int ds_buffer, int m0, bool full_tile,
-                                      int step) const {
+                                      uint32_t* ds16, int stage, int ds_buffer, int m0, bool full_tile) const {
     store_pairs(p16, p_tile(ds_buffer));
     ptx::wgmma_wait<0>();  // dP^T
     ptx::fence_registers<kAccS>(dp);
@@ -629,75 +612,13 @@ struct BwdConsumer {
     gemm_ss_transb_accumulate<Traits::kDkCols, kBlockM, kType>(
         dk, ptx::smem_addr(smem.ds[ds_buffer]), ptx::smem_addr(smem.q[stage]) + half_offset(kBlockM, Traits::kDkCols));
     ptx::wgmma_commit();
-    if constexpr (Traits::kDqPass) {
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers<Traits::kAccDk>(dk);
-      ptx::fence_registers<Traits::kAccDv>(dv);
-      ptx::fence_registers<kRegsP>(p16);
-      ptx::fence_registers<kRegsP>(ds16);
-      // Q and dO of this stage are read for the last time.
-      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage]);
-    } else {
-      dq_in_two_parts(dk, dv, p16, ds16, stage, ds_buffer, step);
-    }
-  }
-
-  // kColSplit: this warpgroup's 128 dQ columns as two 64-column GEMMs (32 fp32 each), the first
-  // one's reductions running under the second. (It waits for dV and dK too, then frees the stage.)
-  __device__ void dq_in_two_parts(float* dk, float* dv, uint32_t* p16, uint32_t* ds16, int stage, int ds_buffer,
-                                  int step) const {
-    constexpr int kPart = 64;
-    float dq_a[kPart / 2], dq_b[kPart / 2];
-    issue_dq<kPart>(dq_a, ds_buffer, 2 * warpgroup);
-    ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
-    ptx::fence_registers<kPart / 2>(dq_a);
     ptx::fence_registers<Traits::kAccDk>(dk);
     ptx::fence_registers<Traits::kAccDv>(dv);
     ptx::fence_registers<kRegsP>(p16);
     ptx::fence_registers<kRegsP>(ds16);
     // Q and dO of this stage are read for the last time.
     if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage]);
-    ptx::wgmma_fence();
-    issue_dq<kPart>(dq_b, ds_buffer, 2 * warpgroup + 1);
-    ptx::wgmma_commit();
-    const int m0 = walk.m0(step);
-    const int64_t row0 = ws.row(walk.head(step), walk.batch, walk.seq.q_start, m0);
-    int* turn = args.deterministic ? ws.turn<kBlockM>(row0) : nullptr;
-    if (turn != nullptr) wait_for_turn(turn, m0);
-    add_dq<kPart>(dq_a, row0, 2 * warpgroup * 64);
-    ptx::wgmma_wait<0>();
-    ptx::fence_registers<kPart / 2>(dq_b);
-    add_dq<kPart>(dq_b, row0, (2 * warpgroup + 1) * 64);
-    if (turn != nullptr) pass_turn(turn);
-  }
-
-  // kColSplit: dQ columns [col0, col0 + kCols) of the step's kBlockM rows (workspace row row0 on)
-  // added into the workspace from registers: one vector reduction per lane and 8-column block.
-  template <int kCols>
-  __device__ void add_dq(const float* dq, int64_t row0, int col0) const {
-    float* dst = ws.dq_accum + (row0 + 16 * warp + lane / 4) * ws.dq_row_stride + col0 + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < kCols / 8; ++j) {
-      const float c[4] = {dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]};
-      backward::add_dq_fragment(dst + 8 * j, ws.dq_row_stride, c, lane % 4);
-    }
-  }
-  // Deterministic mode (kColSplit): the 256 consumer threads add a query block's dQ in the KV
-  // blocks' turn order (BwdDqWriter::turn_of); one thread waits for the turn, the others with it.
-  __device__ void wait_for_turn(const int* turn, int m0) const {
-    if (warpgroup == 0 && warp == 0 && lane == 0) {
-      const int mine = BwdDqWriter<Traits>::turn_of(walk, m0);
-      while (ptx::ld_acquire_gpu(turn) < mine) {
-      }
-    }
-    ptx::named_barrier_sync(kDqTurnBarrier, 256);
-  }
-  // Every thread's reductions complete (as far as the device sees them) before the turn passes on.
-  __device__ void pass_turn(int* turn) const {
-    __threadfence();
-    ptx::named_barrier_sync(kDqTurnBarrier, 256);
-    if (warpgroup == 0 && warp == 0 && lane == 0) ptx::red_release_gpu_add(turn, 1);
   }
 
   // One step's dQ share into the staging tile (free once the previous step's reduce-adds read it),

@@ -15,19 +15,14 @@
 // Dqk / 2 fp32). d128 at kBlockM 64: 128 + 32 + 32 + 16 + 16 + 32.
 //
 // Above 128 (col_split: d256) whole dK, dV rows of 64 keys would be 256 fp32 per thread, so both
-// warpgroups take the same kBlockN = 64 keys: warpgroup w computes S^T and dP^T for the 64 keys and
-// query half w (32 queries), writes P^T and dS^T (16-bit) to shared memory, and after the two meet
-// computes its column half of dV += P^T dO, dK += dS^T Q (A from shared memory, B = the half's
-// 64-column chunks of dO / Q) and dQ = dS K (B = the half's chunks of K). dQ goes to the workspace
-// from the registers by vector reductions (red.global.add): a 64 x Dqk fp32 staging tile (64 KB at
-// d256) does not fit beside two Q / dO stages. Registers: 64 + 64 for dK, dV; S^T, dP^T 16 each;
-// dQ in two parts of 32.
-//
-// dq_pass (d256): the main kernel adds no dQ; a pass of its own (dq_pass.cuh) computes dQ per query
-// block, S and dP recomputed, dQ in registers over the block's whole walk. Its tile is kDqPassTile.
-// The main kernel's warpgroups then split each step by role rather than by query halves
-// (kRoleSplit: S^T and P^T on one, dP^T and dS^T on the other, both for all 64 queries, so those
-// GEMMs are m64n64), then their column halves of dV and dK as above.
+// warpgroups take the same kBlockN = 64 keys and each keeps a column half of dK and dV, and the
+// main kernel computes no dQ: a pass of its own (dq_pass.cuh, tile kDqPassTile) computes dQ per
+// query block, S and dP recomputed, dQ in registers over the block's whole walk. Per step the
+// warpgroups split by role (kRoleSplit: S^T and P^T on one, dP^T and dS^T on the other, each for all
+// 64 queries, so those GEMMs are m64n64; score-mod calls split by query halves instead), exchange
+// P^T and dS^T (16-bit) through shared memory, and add their column halves of dV += P^T dO and
+// dK += dS^T Q (B = the half's 64-column chunks of dO / Q). Registers: 64 + 64 for dK, dV; S^T or
+// dP^T 32.
 #pragma once
 
 #include <cstddef>
@@ -38,16 +33,17 @@ namespace flashcore::sm90::bwd {
 struct BwdTile {
   int block_m = 0;  // query rows per step (64: dQ split by columns; 128: by rows)
   int stages = 0;   // Q / dO / statistics buffers in the ring
-  bool col_split = false;  // both warpgroups on the same 64 keys, dK / dV / dQ split by columns
-  bool dq_pass = false;    // dQ by the dQ pass (dq_pass.cuh), not by the main kernel's reductions
+  bool col_split = false;  // both warpgroups on the same 64 keys, dK / dV split by columns
   constexpr int block_n() const { return col_split ? 64 : 128; }  // keys per CTA
+  // dQ by the dQ pass (dq_pass.cuh) rather than the main kernel: where the columns are split.
+  constexpr bool dq_pass() const { return col_split; }
 };
 
 constexpr BwdTile bwd_tile(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
   if (d <= 64) return {128, 2};
   if (d <= 128) return {64, 2};
-  return {64, 2, true, true};
+  return {64, 2, true};
 }
 
 // The dQ pass's tile: 64 query rows per consumer warpgroup (dQ 64 x Dqk fp32 in registers), KV
@@ -59,6 +55,8 @@ struct DqPassTile {
   int kv_slots = 0;  // K / V tiles in the ring (V_j, K_j, V_j+1, ...)
 };
 inline constexpr DqPassTile kDqPassTile{128, 64, 3};
+static_assert(kDqPassTile.block_n == BwdTile{64, 2, true}.block_n(),
+              "the dQ pass reads K and V through the main kernel's maps, whose boxes are its block_n rows");
 
 inline constexpr int kBwdConsumerWarpgroups = 2;
 inline constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
@@ -75,14 +73,14 @@ struct BwdTraits {
   static constexpr int kStages = kTile.stages;
   static constexpr bool kColSplit = kTile.col_split;
   static constexpr int kBlockN = kTile.block_n();
-  static constexpr bool kDqPass = kTile.dq_pass;
+  static constexpr bool kDqPass = kTile.dq_pass();
   // With no dQ to compute, the column split's warpgroups divide the step by role instead of by
   // queries (mainloop.cuh, run_role_split): S^T / P^T on one, dP^T / dS^T on the other.
   static constexpr bool kRoleSplit = kDqPass;
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
-  // dQ's split between the warpgroups: by rows (kBlockM 128), by 64-column chunks (kBlockM 64), or
-  // (kColSplit) by column halves of the padded Dqk.
+  // dQ's split between the warpgroups (not kDqPass): by rows (kBlockM 128) or by 64-column chunks
+  // (kBlockM 64).
   static constexpr bool kDqSplitRows = kBlockM == 128;
   // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
   // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
@@ -110,8 +108,6 @@ struct BwdTraits {
   static constexpr uint32_t kStatBytes = kBlockM * 4;          // lse2 or D of one step
 
   // Per consumer thread.
-  static constexpr int kAccS = kSQueries / 2;   // S^T, dP^T: 64 keys x kSQueries queries
-  static constexpr int kRegsP = kSQueries / 4;  // P^T, dS^T packed: kSQueries / 16 k-steps of 4 words
   static constexpr int kAccDk = kDkCols / 2;
   static constexpr int kAccDv = kDvCols / 2;
   static constexpr int kAccDq = kDqCols / 2;
@@ -141,7 +137,6 @@ struct BwdTraits {
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
 
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims: whole k16 steps; dQ in 32-column boxes");
-  static_assert(!kDqPass || kColSplit, "the dQ pass replaces the column split's dQ reductions");
   static_assert(kColSplit ? kDqkPad == 256 && kDvPad == 256 : kDqk <= 128 && kDv <= 128,
                 "dK and dV of 64 keys (kColSplit: their column halves) live in registers: head dims up to 128, "
                 "or 256 split by columns (each half whole 64-column chunks)");

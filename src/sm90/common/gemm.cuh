@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "common/host_device.hpp"
+#include "ptx/barrier.hpp"
+#include "ptx/mbarrier.hpp"
 #include "ptx/wgmma.hpp"
 
 namespace flashcore::sm90 {
@@ -60,6 +62,20 @@ FC_DEVICE void gemm_ss_transb_accumulate(float* acc, uint32_t a_addr, uint32_t b
   for (int kk = 0; kk < kDepth / 16; ++kk) {
     ptx::WgmmaSSTransB<kN, kType>::run(acc, ptx::desc_advance(desc_a, kk * 32),
                                        ptx::desc_advance(desc_b, kk * 16 * kSwizzleRowBytes), 1);
+  }
+}
+
+// Rows [first_row, kRows) of a [kChunks][kRows][64] tile at `tile` become 0 (whole 128-byte rows, so
+// the swizzle does not matter), by `threads` threads of which this is number `thread`. The caller
+// fences them for the async proxy and meets the wgmma readers.
+template <int kChunks, int kRows>
+FC_DEVICE void zero_tile_rows(uint16_t* tile, int first_row, int thread, int threads) {
+  const uint32_t base = ptx::smem_addr(tile);
+  constexpr int kUnitsPerRow = kSwizzleRowBytes / 16;
+  const int units = (kRows - first_row) * kUnitsPerRow;
+  for (int u = thread; u < kChunks * units; u += threads) {
+    const int chunk = u / units, within = u % units;
+    ptx::st_shared_zero16(base + (chunk * kRows + first_row) * kSwizzleRowBytes + within * 16);
   }
 }
 
