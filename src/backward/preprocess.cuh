@@ -15,14 +15,14 @@ namespace flashcore::backward {
 inline constexpr int kPreprocessRows = 64;     // rows per CTA
 inline constexpr int kPreprocessThreads = 256;  // one warp per row at a time
 
-// grid (round_up(max Sq, kBwdRowPad) / kPreprocessRows, Hq, B)
+// grid (ceil(padded_rows(max Sq) / kPreprocessRows), Hq, B)
 template <typename Element>
 __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(const BackwardParams bp,
                                                                             const BwdWorkspace ws) {
   const AttentionParams& p = bp.forward;
   const int h = blockIdx.y, b = blockIdx.z;
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
-  const int padded_rows = int(round_up(seq.seqlen_q, kBwdRowPad));
+  const int rows = int(padded_rows(seq.seqlen_q));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool packed = p.is_varlen();
   const int64_t lse_base = attn::token_offset(packed, p.lse_batch_stride, 1, p.lse_head_stride, b, seq.q_start, h);
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   constexpr int kChunk = 8;  // 16 bytes of Element
   for (int r = warp; r < kPreprocessRows; r += kPreprocessThreads / 32) {
     const int i = blockIdx.x * kPreprocessRows + r;
-    if (i >= padded_rows) break;
+    if (i >= rows) break;
     float d = 0.0f;
     float lse2 = INFINITY;
     if (i < seq.seqlen_q) {

@@ -21,12 +21,13 @@ namespace flashcore::backward {
 // accumulator, no zeroing, no postprocess).
 enum class DqOutput { kAccumulated, kWrittenByMain };
 
-// main_kernel(ws) launches the path's main kernel on `stream` and returns its Status. kernel_dqk:
-// the head dim of the kernel that runs the call (a padded call's dQ rows hold its columns). `path`
-// names the path in error messages.
+// main_kernel(ws) launches the path's main kernel on `stream` and returns its Status. dq_layout: the
+// accumulator the kernel adds into (its columns: the kernel's head dim, which a padded call's dQ rows
+// hold; its fragment-ordered blocks, if any). `path` names the path in error messages.
 template <typename Element, class MainKernel>
-Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, cudaStream_t stream,
+Status run_backward(const BackwardParams& bp, DqLayout dq_layout, const char* path, cudaStream_t stream,
                     MainKernel&& main_kernel, DqOutput dq_output = DqOutput::kAccumulated) {
+  const int kernel_dqk = dq_layout.cols;
   const AttentionParams& p = bp.forward;
   const std::string where = std::string(path) + " backward: ";
   const bool accumulated = dq_output == DqOutput::kAccumulated;
@@ -34,7 +35,8 @@ Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, 
   bwd_workspace_layout(p, kernel_dqk, nullptr, &bytes, accumulated);
   void* base = nullptr;
   FC_CUDA_RETURN(cudaMallocAsync(&base, bytes.total(), stream));
-  const BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes, accumulated);
+  BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes, accumulated);
+  ws.dq_tile_rows = dq_layout.tile_rows;
   Status status = Status::Ok();
   if (accumulated) {
     status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
@@ -44,15 +46,21 @@ Status run_backward(const BackwardParams& bp, int kernel_dqk, const char* path, 
     status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), (where + "zeroing the turn counters").c_str());
   }
   if (status.ok()) {
-    const unsigned row_blocks = unsigned(round_up(p.seqlen_q, kBwdRowPad) / kPreprocessRows);
+    const unsigned row_blocks = unsigned(round_up(padded_rows(p.seqlen_q), kPreprocessRows) / kPreprocessRows);
     bwd_preprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPreprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), (where + "bwd_preprocess_kernel").c_str());
   }
   if (status.ok()) status = main_kernel(ws);
-  if (status.ok() && accumulated) {
+  if (status.ok() && accumulated && ws.dq_tile_rows == 0) {
     const unsigned row_blocks = unsigned((p.seqlen_q + kPostprocessRows - 1) / kPostprocessRows);
     bwd_postprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, 0, stream>>>(bp, ws);
     status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_kernel").c_str());
+  } else if (status.ok() && accumulated) {
+    const unsigned row_blocks = unsigned((p.seqlen_q + ws.dq_tile_rows - 1) / ws.dq_tile_rows);
+    const size_t smem = size_t(ws.dq_tile_rows) * kDqTilePitch * 4;
+    bwd_postprocess_tiles_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, smem, stream>>>(
+        bp, ws);
+    status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_tiles_kernel").c_str());
   }
   const cudaError_t freed = cudaFreeAsync(base, stream);
   if (status.ok()) status = cuda_status(freed, (where + "freeing the workspace").c_str());

@@ -51,6 +51,11 @@ FC_DEVICE void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
 }
 
+// Four floats at shared-window address `addr` (16-byte aligned).
+FC_DEVICE void st_shared_f32x4(uint32_t addr, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+
 // Two floats at shared-window address `addr` (8-byte aligned).
 FC_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
@@ -58,6 +63,15 @@ FC_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
 
 FC_DEVICE void st_shared_b32(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+
+// Four 8x8 16-bit matrices, transposed (sm_90): register j of every lane holds row lane / 4, columns
+// 2 (lane % 4) and + 1 of matrix j, and lanes 8 j .. 8 j + 7 give the 16-byte row addresses of matrix
+// j in shared memory, where row r receives column r of the fragment.
+FC_DEVICE void stmatrix_x4_trans(uint32_t addr, uint32_t m0, uint32_t m1, uint32_t m2, uint32_t m3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(m0),
+               "r"(m1), "r"(m2), "r"(m3)
+               : "memory");
 }
 
 // 32 bits at shared-window address `addr` (4-byte aligned). Volatile with a memory clobber: it stays

@@ -5,7 +5,9 @@ PTX needs every accumulator register spelled out in the instruction, so each N i
 statement; generating them keeps the shapes x 4 forms x 2 dtypes identical in structure. Forms: SS (A, B K-major in
 shared memory), RS (A in registers, B MN-major), SSTrans (A and B both MN-major in shared memory:
 the backward's dQ = dS K, with dS^T and K stored key-major), SSTransB (A K-major, B MN-major in
-shared memory: the d256 backward's dV += P^T dO and dK += dS^T Q with P^T, dS^T from shared memory).
+shared memory: the d256 backward's dV += P^T dO and dK += dS^T Q with P^T, dS^T from shared memory),
+SSTransA (A MN-major, B K-major in shared memory: the backward's dQ^T = K^T dS^T, K stored key-major and
+dS stored query-major).
 Run: python3 src/ptx/gen_wgmma.py > src/ptx/wgmma_shapes.inc
 """
 NS = [32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 256]
@@ -22,6 +24,7 @@ print("// wgmma.mma_async m64nNk16, f32 accumulate. SS: A and B from shared memo
 print("// RS: A from 4 registers per thread (16-bit pairs), B from shared memory (MN-major).")
 print("// SSTrans: A and B from shared memory, both MN-major (trans-a = trans-b = 1).")
 print("// SSTransB: A K-major, B MN-major, both from shared memory (trans-a = 0, trans-b = 1).")
+print("// SSTransA: A MN-major, B K-major, both from shared memory (trans-a = 1, trans-b = 0).")
 print("// scale_d == 0 gives D = A*B (first k-step), otherwise D += A*B.")
 for n in NS:
     nacc = n // 2
@@ -70,6 +73,18 @@ for n in NS:
         print(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "')
         print(f'        "{{{regs(0, nacc)}}}, "')
         print(f'        "%{nacc}, %{nacc + 1}, p, 1, 1, 0, 1;\\n}}\\n"')
+        print(f"        : {acc_constraints(nacc)}")
+        print(f'        : "l"(desc_a), "l"(desc_b), "r"(scale_d));')
+        print("  }")
+        print("};")
+        # SS form, A MN-major, B K-major (trans-a = 1, trans-b = 0): dQ^T = K^T dS^T in the backward.
+        print(f"template <> struct WgmmaSSTransA<{n}, WgmmaType::k{tname}> {{")
+        print(f"  static __device__ __forceinline__ void run(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {{")
+        print(f"    asm volatile(")
+        print(f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 2}, 0;\\n"')
+        print(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "')
+        print(f'        "{{{regs(0, nacc)}}}, "')
+        print(f'        "%{nacc}, %{nacc + 1}, p, 1, 1, 1, 0;\\n}}\\n"')
         print(f"        : {acc_constraints(nacc)}")
         print(f'        : "l"(desc_a), "l"(desc_b), "r"(scale_d));')
         print("  }")

@@ -79,6 +79,13 @@ FC_DEVICE void tma_reduce_add_2d(const void* tensor_map, const void* src, int c0
       "r"(smem_addr(src)), "r"(c0), "r"(c1)
       : "memory");
 }
+// `bytes` (a multiple of 16) of fp32 at global `dst` += those at shared `src` (both 16-byte
+// aligned), element-wise (atomic in L2); a bulk group like the stores.
+FC_DEVICE void bulk_reduce_add_f32(float* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
 // The 1-D box at coordinate c0 into shared memory at `dst` (completion as tma_load_5d).
 FC_DEVICE void tma_load_1d(void* dst, const void* tensor_map, uint64_t* bar, int c0) {
   asm volatile(

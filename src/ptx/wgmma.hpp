@@ -34,6 +34,7 @@ FC_DEVICE uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (
 // Hides a value's origin from the optimizer: values derived from it after this point are computed
 // where they are used, not hoisted out of loops (where they would hold registers for the loop).
 FC_DEVICE void opaque(uint64_t& value) { asm volatile("" : "+l"(value)); }
+FC_DEVICE void opaque(uint32_t& value) { asm volatile("" : "+r"(value)); }
 
 // ---- Ordering -------------------------------------------------------------------------------------
 // Orders this warpgroup's earlier register accesses (accumulators, A fragments) before the next
@@ -64,6 +65,7 @@ template <int N, WgmmaType T> struct WgmmaSS;  // D(64xN) (+)= A(64x16, smem) * 
 template <int N, WgmmaType T> struct WgmmaRS;  // D(64xN) (+)= A(64x16, regs) * B(16xN, smem, MN-major)
 template <int N, WgmmaType T> struct WgmmaSSTrans;  // D(64xN) (+)= A(64x16, smem, MN-major) * B(16xN, smem, MN-major)
 template <int N, WgmmaType T> struct WgmmaSSTransB;  // D(64xN) (+)= A(64x16, smem, K-major) * B(16xN, smem, MN-major)
+template <int N, WgmmaType T> struct WgmmaSSTransA;  // D(64xN) (+)= A(64x16, smem, MN-major) * B(16xN, smem, K-major)
 
 #if defined(__CUDACC__)
 #include "ptx/wgmma_shapes.inc"

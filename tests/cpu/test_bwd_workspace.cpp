@@ -1,9 +1,14 @@
 // The fused backwards' workspace layout (src/backward/workspace.hpp) and the sm90 backward's tile
 // table (src/sm90/bwd/tile_config.hpp), without a device: a call whose main kernel writes dq itself
-// (the d256 dQ pass) gets no dQ accumulator and the statistics start the allocation; every tile
-// with a dQ pass is a column-split one, and both of its kernels fit the 227 KiB opt-in limit.
+// (the d256 dQ pass) gets no dQ accumulator and the statistics start the allocation; a sequence's
+// padded rows hold every query block that starts in it; the fragment-ordered dQ block
+// (src/backward/dq_tile.hpp) is the wgmma accumulator's order and invertible; every tile with a dQ
+// pass is a column-split one, and both of its kernels fit the 227 KiB opt-in limit.
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "backward/dq_tile.hpp"
 #include "backward/workspace.hpp"
 #include "flashcore/flashcore.hpp"
 #include "sm90/bwd/tile_config.hpp"
@@ -23,8 +28,10 @@ TEST(BackwardWorkspace, WithoutTheDqAccumulatorOnlyTheStatisticsAndTurnsRemain) 
   backward::BwdWorkspaceBytes with, without;
   backward::bwd_workspace_layout(p, 256, nullptr, &with);
   backward::bwd_workspace_layout(p, 256, nullptr, &without, /*with_dq_accum=*/false);
-  // 3 heads x 2 sequences x 1000 rows padded to 1024 (kBwdRowPad 128) = 6144 rows.
-  EXPECT_EQ(with.dq_accum, size_t(6144) * 256 * 4);
+  // 3 heads x 2 sequences x padded_rows(1000) = 1008 + 112 = 1120 rows, each head's 2240 rounded up
+  // to 2304 (kBwdRowPad) = 6912 rows.
+  EXPECT_EQ(backward::padded_rows(1000), 1120);
+  EXPECT_EQ(with.dq_accum, size_t(6912) * 256 * 4);
   EXPECT_EQ(without.dq_accum, 0u);
   EXPECT_EQ(without.stats, with.stats);
   EXPECT_EQ(without.turns, with.turns);
@@ -35,7 +42,41 @@ TEST(BackwardWorkspace, WithoutTheDqAccumulatorOnlyTheStatisticsAndTurnsRemain) 
   EXPECT_EQ(ws.dq_accum, nullptr);
   EXPECT_EQ(reinterpret_cast<char*>(ws.lse2), base);
   EXPECT_EQ(reinterpret_cast<char*>(ws.row_d), base + without.stats);
-  EXPECT_EQ(ws.row(2, 1, 0, 5), int64_t(2) * ws.rows_per_head + 1024 + 5);
+  EXPECT_EQ(ws.row(2, 1, 0, 5), int64_t(2) * ws.rows_per_head + 1120 + 5);
+}
+
+// Every query block of at most kBwdRowPad rows that starts inside a sequence at a multiple of
+// kRowAlign (the main kernels' blocks of 64, 80 and 128 rows) ends inside its padded rows.
+TEST(BackwardWorkspace, PaddedRowsCoverEveryBlockThatStartsInTheSequence) {
+  for (int len = 1; len <= 1000; ++len) {
+    for (int rows : {64, 80, 128}) {
+      const int last_start = (len - 1) / rows * rows;
+      EXPECT_LE(last_start + rows, backward::padded_rows(len)) << "len " << len << ", blocks of " << rows;
+    }
+    EXPECT_EQ(backward::padded_rows(len) % backward::kRowAlign, 0);
+  }
+}
+
+// The fragment-ordered dQ block (backward/dq_tile.hpp): consumer thread tid's wgmma accumulator
+// element i (dQ^T: row = dQ column 64 w + 16 warp + g + 8 ((i / 2) % 2), column = query 8 (i / 4) + 2 t
+// + i % 2) sits at float 4 (256 (i / 4) + tid) + i % 4, and dq_tile_element inverts it.
+TEST(BackwardWorkspace, DqTileOrderIsTheAccumulatorOrderAndInvertible) {
+  constexpr int kRows = 80, kFloats = kRows * backward::kDqTileCols;
+  std::vector<int> seen(kFloats, 0);
+  for (int tid = 0; tid < backward::kDqTileThreads; ++tid) {
+    const int w = tid / 128, warp = (tid / 32) % 4, g = (tid % 32) / 4, t = tid % 4;
+    for (int i = 0; i < kRows / 2; ++i) {
+      const int d = 64 * w + 16 * warp + g + 8 * ((i / 2) % 2), q = 8 * (i / 4) + 2 * t + i % 2;
+      const int f = backward::dq_tile_offset(q, d);
+      ASSERT_EQ(f, 4 * (backward::kDqTileThreads * (i / 4) + tid) + i % 4) << "tid " << tid << " i " << i;
+      ASSERT_LT(f, kFloats);
+      ++seen[f];
+      const backward::DqTileElement el = backward::dq_tile_element(f);
+      EXPECT_EQ(el.q, q);
+      EXPECT_EQ(el.d, d);
+    }
+  }
+  for (int f = 0; f < kFloats; ++f) EXPECT_EQ(seen[f], 1) << "float " << f;
 }
 
 TEST(Sm90BackwardTiles, DqPassTilesAreColumnSplitAndFitTheOptInLimit) {

@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int64_t ws_row0 = ws.row(h, batch, seq.q_start, m0);
     int* turn_counter = nullptr;
     if (bp.deterministic) {
-      turn_counter = ws.turn<kBlockM>(ws_row0);
+      turn_counter = ws.turn(ws_row0);
       // The KV blocks that see this query block are consecutive, up to the one holding the last
       // key its last row sees (the same diagonal bounds as the walk's m_begin / m_count).
       // (Rows past the sequence do not count: with a window to the right their last key can lie in

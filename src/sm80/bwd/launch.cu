@@ -66,7 +66,7 @@ std::string sm80_backward_supports(const BackwardParams& bp, const DeviceInfo& d
 
 template <typename Element>
 Status run_with_element(const BackwardParams& bp, const Instantiation& inst, bool compact, cudaStream_t stream) {
-  return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm80", stream, [&](const backward::BwdWorkspace& ws) {
+  return backward::run_backward<Element>(bp, backward::DqLayout{inst.head_dim_qk}, "sm80", stream, [&](const backward::BwdWorkspace& ws) {
     return inst.launch(bp, ws, compact, stream);
   });
 }

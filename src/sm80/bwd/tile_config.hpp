@@ -151,7 +151,8 @@ struct BwdTraits {
   static_assert(kWarps % kColSplit == 0 && kSNTiles % 2 == 0, "a warp's queries are whole k16 steps");
   static_assert(kDKNTiles % 2 == 0 && kDVNTiles % 2 == 0, "dK, dV column parts are n16 pairs");
   static_assert(kRowStatsOffsetBytes % 16 == 0, "row statistics are 16-byte aligned for cp.async");
-  static_assert(kBwdRowPad % kBlockM == 0, "query blocks tile the padded workspace rows");
+  static_assert(kBlockM <= kBwdRowPad && kBlockM % backward::kRowAlign == 0,
+                "a query block stays inside the workspace rows of its sequence (backward::padded_rows)");
 };
 
 }  // namespace flashcore::sm80

@@ -123,10 +123,15 @@ Status run_with_element(const BackwardParams& bp, const Instantiation& inst, cud
   args.v_per_chunk = per_chunk_map(p.head_dim_v, inst.head_dim_v);
   args.deterministic = bp.deterministic;
 
-  return backward::run_backward<Element>(bp, inst.head_dim_qk, "sm90", stream, [&](const backward::BwdWorkspace& ws) {
+  // The dQ accumulator's layout: fragment-ordered blocks of the padded 128 columns (dq_transposed),
+  // or rows of the kernel's Dqk.
+  const backward::DqLayout dq_layout = tile.dq_transposed()
+                                           ? backward::DqLayout{backward::kDqTileCols, tile.block_m}
+                                           : backward::DqLayout{inst.head_dim_qk, 0};
+  return backward::run_backward<Element>(bp, dq_layout, "sm90", stream, [&](const backward::BwdWorkspace& ws) {
     // The workspace as TMA views: dQ accumulator rows, lse2 and D (their rows are the same).
     const int64_t ws_rows = int64_t(p.heads_q) * ws.rows_per_head;
-    if (!tile.dq_pass()) {  // the dQ pass writes dq itself: no accumulator
+    if (!tile.dq_pass() && !tile.dq_transposed()) {  // the dQ pass writes dq itself; fragment blocks go by bulk adds
       FC_RETURN_IF_ERROR(encode_fp32_matrix_map(&maps[kMapDqAccum], ws.dq_accum, inst.head_dim_qk, ws_rows, tile.block_m));
     } else {
       maps[kMapDqAccum] = CUtensorMap{};

@@ -127,7 +127,7 @@ struct BwdProducer {
       const int query_row = int(walk.seq.q_start) + m0;  // a token row of the q/dout maps
       tma_load_operand<Traits::kDqk, Traits::kBlockM>(smem.q[stage.index], tm_q, q_full, query_row, h, walk.q_batch,
                                                       args.qk_per_chunk);
-      // The workspace rows of a query block are padded (kBwdRowPad), so whole blocks are in bounds.
+      // A query block stays inside its sequence's workspace rows (backward::padded_rows).
       const int64_t row = ws.row(h, walk.batch, walk.seq.q_start, m0);
       ptx::tma_load_1d(smem.lse2[stage.index], tm_lse2, q_full, int(row));
       ptx::tma_load_1d(smem.row_d[stage.index], tm_row_d, q_full, int(row));
@@ -162,15 +162,20 @@ struct BwdDqWriter {
       const int64_t row = ws.row(walk.head(step), walk.batch, walk.seq.q_start, m0);
       int* turn = nullptr;
       if (args.deterministic) {
-        turn = ws.turn<Traits::kBlockM>(row);
+        turn = ws.turn(row);
         const int mine = turn_of(walk, m0);
         while (ptx::ld_acquire_gpu(turn) < mine) {
         }
         ptx::fence_proxy_async_global();  // the previous adder's sums -> this reduce-add (async proxy)
       }
+      if constexpr (Traits::kDqTransposed) {
+        ptx::bulk_reduce_add_f32(ws.dq_accum + row * backward::kDqTileCols, smem.dq,
+                                 Traits::kBlockM * backward::kDqTileCols * 4);
+      } else {
 #pragma unroll
-      for (int c = 0; c < Traits::kDqk / 32; ++c) {
-        ptx::tma_reduce_add_2d(tm_dq, smem.dq + c * Traits::kBlockM * 32, 32 * c, int(row));
+        for (int c = 0; c < Traits::kDqk / 32; ++c) {
+          ptx::tma_reduce_add_2d(tm_dq, smem.dq + c * Traits::kBlockM * 32, 32 * c, int(row));
+        }
       }
       ptx::tma_store_commit();
       if (args.deterministic) {
@@ -204,6 +209,10 @@ struct BwdConsumer {
   static constexpr int kRegsP = kSQueries / 4;  // P^T, dS^T packed
   static constexpr int kRowBytes = Traits::kRowBytes;
   static constexpr ptx::WgmmaType kType = ElementTraits<Element>::kWgmma;
+  // dP^T under the P^T math (Traits::kOverlapDp), except where the softcap's derivative (kRegsP more
+  // registers) would leave S^T, dP^T and it short of registers (kBlockM 80: wgmmas serialized, ptxas
+  // C7512).
+  static constexpr bool kOverlapDp = Traits::kOverlapDp && !(kScoreMod && Traits::kBlockM > 64);
 
   Storage& smem;
   const AttentionParams& params;
@@ -238,9 +247,27 @@ struct BwdConsumer {
   }
   // kColSplit: the step's P^T tile (after its dS^T tile in the ds buffer).
   FC_DEVICE uint32_t p_tile(int ds_buffer) const { return ptx::smem_addr(smem.ds[ds_buffer]) + kBlockN * kBlockM * 2; }
-  // dQ (this warpgroup's share) = dS K over the block's kBlockN keys: A = dS^T read MN-major from
-  // the ds buffer, B = K read MN-major (as V in the forward's P V); 16 keys = 2048 bytes per k-step.
+  // dQ (this warpgroup's share) over the block's kBlockN keys; 16 keys per k-step.
+  // kDqTransposed: dQ^T (dQ's 64-column chunk w as rows, the step's queries as columns) = K^T dS^T,
+  // A = K's chunk w read MN-major (2048 bytes per k-step), B = dS read K-major from the ds buffer
+  // (32 bytes per k-step inside a 64-key chunk).
+  // Otherwise dQ = dS K: A = dS^T read MN-major from the ds buffer, B = K read MN-major (as V in the
+  // forward's P V), 2048 bytes per k-step each.
   __device__ void issue_dq(float* dq, int ds_buffer) const {
+    if constexpr (Traits::kDqTransposed) {
+      constexpr uint32_t kKChunkBytes = kBlockN * kRowBytes, kDsChunkBytes = kBlockM * kRowBytes;
+      uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(smem.k) + warpgroup * kKChunkBytes, kKChunkBytes, 1024);
+      uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(smem.ds[ds_buffer]), 16, 1024);
+      ptx::opaque(desc_a);
+      ptx::opaque(desc_b);
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        ptx::WgmmaSSTransA<kBlockM, kType>::run(dq, ptx::desc_advance(desc_a, kk * 16 * kRowBytes),
+                                                ptx::desc_advance(desc_b, (kk / 4) * kDsChunkBytes + (kk % 4) * 32),
+                                                kk > 0 ? 1 : 0);
+      }
+      return;
+    }
     constexpr int kCols = Traits::kDqCols;
     constexpr uint32_t kChunkBytes = kBlockN * kRowBytes;  // one 64-column chunk of a kBlockN-row tile
     const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? warpgroup * kChunkBytes : 0);
@@ -328,11 +355,26 @@ struct BwdConsumer {
     }
   }
 
-  // dS^T (packed pairs) into the ds buffer: [kBlockM/64][kBlockN keys][64 queries], 128-byte
-  // swizzle (16-byte chunk c of key row r at c ^ (r % 8)). Pair i holds key row 16 warp + g +
-  // 8 (i % 2), queries 8 (i / 2) + 2t, + 1.
+  // dS^T (packed pairs: pair i holds key row 16 warp + g + 8 (i % 2) of this warpgroup's keys,
+  // queries 8 (i / 2) + 2t, + 1) into the ds buffer, 128-byte swizzle (16-byte unit u of row r at
+  // u ^ (r % 8)). kDqTransposed: transposed, [kBlockN/64][kBlockM queries][64 keys], by stmatrix:
+  // matrix j of store m is pair 4 m + j (8 keys x 8 queries), whose query row q receives its 8 keys,
+  // unit 2 warp + j % 2 of row q in this warpgroup's 64-key chunk. Otherwise as store_pairs.
   __device__ void store_ds(const uint32_t* ds16, int ds_buffer) const {
-    store_pairs(ds16, ptx::smem_addr(smem.ds[ds_buffer]));
+    if constexpr (Traits::kDqTransposed) {
+      const int j = lane / 8, r = lane % 8;
+      uint32_t chunk = ptx::smem_addr(smem.ds[ds_buffer]) + warpgroup * (kBlockM * kRowBytes);
+      ptx::opaque(chunk);
+      const int unit = 2 * warp + (j & 1);
+#pragma unroll
+      for (int m = 0; m < kRegsP / 4; ++m) {
+        const int query = 8 * (2 * m + (j >> 1)) + r;
+        ptx::stmatrix_x4_trans(chunk + query * kRowBytes + ((unit ^ r) * 16), ds16[4 * m], ds16[4 * m + 1],
+                               ds16[4 * m + 2], ds16[4 * m + 3]);
+      }
+    } else {
+      store_pairs(ds16, ptx::smem_addr(smem.ds[ds_buffer]));
+    }
   }
   // Packed pairs of this warpgroup's keys and queries (dS^T, P^T) into a [kBlockM/64][kBlockN][64]
   // tile at `base`.
@@ -364,12 +406,23 @@ struct BwdConsumer {
   // 128-byte swizzle (16-byte unit u of row r at u ^ (r % 8)). A 64-bit store is served per half
   // warp; there the quads g and g ^ 1 would write the same two units of adjacent rows (2-way
   // conflict), so odd quads store column block j ^ 2 of the chunk when even ones store block j.
+  // kDqTransposed: the block in fragment order (backward/dq_tile.hpp): elements 4 j .. 4 j + 3 at
+  // floats 4 (256 j + tid), so each 16-byte store of a warp covers 512 contiguous bytes.
   __device__ void store_dq(const float* dq) const {
+    const uint32_t base = ptx::smem_addr(smem.dq);
+    if constexpr (Traits::kDqTransposed) {
+      const uint32_t thread = base + 16 * (128 * warpgroup + 32 * warp + lane);
+#pragma unroll
+      for (int j = 0; j < Traits::kAccDq / 4; ++j) {
+        ptx::st_shared_f32x4(thread + 16 * backward::kDqTileThreads * j, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2],
+                             dq[4 * j + 3]);
+      }
+      return;
+    }
     const int g = lane / 4, t = lane % 4;
     const bool swap = g & 1;
     const int row0 = (Traits::kDqSplitRows ? 64 * warpgroup : 0) + 16 * warp + g;
     const int col0 = (Traits::kDqSplitRows ? 0 : 64 * warpgroup) + 2 * t;
-    const uint32_t base = ptx::smem_addr(smem.dq);
 #pragma unroll
     for (int i = 0; i < Traits::kAccDq; i += 2) {
       const int block = i >> 2, r = acc_row(i);
@@ -444,14 +497,14 @@ struct BwdConsumer {
       ptx::wgmma_fence();
       issue_s(s, stage.index);
       ptx::wgmma_commit();
-      if constexpr (Traits::kOverlapDp) {
+      if constexpr (kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
         ptx::wgmma_fence();
         issue_dp(dp, stage.index);
         ptx::wgmma_commit();
       }
       // S^T retired (kOverlapDp: dP^T may still run): P^T, then dV += P^T dO under the dS^T math.
-      ptx::wgmma_wait<Traits::kOverlapDp ? 1 : 0>();
+      ptx::wgmma_wait<kOverlapDp ? 1 : 0>();
       ptx::fence_registers<kAccS>(s);
       const bool full_tile = m0 + kBlockM <= walk.seq.seqlen_q &&
                              walk.mask.tile_fully_visible(m0, m0 + kBlockM - 1, key_first, key_first + 63);
@@ -464,7 +517,7 @@ struct BwdConsumer {
         step_tail_col_split(dk, dv, dp, p16, dcap16, ds16, stage.index, ds_buffer, m0, full_tile);
         continue;
       }
-      if constexpr (!Traits::kOverlapDp) {
+      if constexpr (!kOverlapDp) {
         ptx::mbarrier_wait(&smem.do_full[stage.index], stage.phase);
         ptx::wgmma_fence();
         issue_dp(dp, stage.index);
@@ -492,14 +545,16 @@ struct BwdConsumer {
       // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(kDsReadyBarrier, 256);
+      // dV += P^T dO retired (dK may still run): P^T's registers are free before dQ's accumulator.
+      ptx::wgmma_wait<1>();
+      ptx::fence_registers<Traits::kAccDv>(dv);
+      ptx::fence_registers<kRegsP>(p16);
       float dq[Traits::kAccDq];
       issue_dq(dq, ds_buffer);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers<Traits::kAccDq>(dq);
       ptx::fence_registers<Traits::kAccDk>(dk);
-      ptx::fence_registers<Traits::kAccDv>(dv);
-      ptx::fence_registers<kRegsP>(p16);
       ptx::fence_registers<kRegsP>(ds16);
       // Q and dO of this stage are read for the last time.
       if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);

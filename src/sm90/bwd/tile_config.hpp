@@ -5,14 +5,16 @@
 // blocks (kBlockM rows, every query head of the group) that see them. Consumer warpgroup w owns
 // keys [64 w, 64 w + 64): per step it computes S^T = K Q^T and dP^T = V dO^T for them (wgmma, keys
 // as M), so P^T and dS^T leave the accumulators straight as the A operand of dV += P^T dO and
-// dK += dS^T Q; dK and dV stay in registers for the whole walk. dS^T also goes to shared memory,
-// where both warpgroups read it for dQ = dS K: split along dQ's columns (kBlockM = 64: warpgroup w
-// takes 64-column chunk w of the padded Dqk) or along its rows (kBlockM = 128: warpgroup w takes
-// query rows [64 w, 64 w + 64)), so each operand starts on a 64-column chunk of its tile.
+// dK += dS^T Q; dK and dV stay in registers for the whole walk. dS also goes to shared memory, where
+// both warpgroups read it for dQ: kBlockM = 80 (d96, d128) computes dQ^T = K^T dS^T, warpgroup w
+// taking dQ's 64-column chunk w of the padded Dqk as the M of the GEMM (dS stored query-major, the
+// N = 80 queries); kBlockM = 128 (d64) computes dQ = dS K, warpgroup w taking query rows
+// [64 w, 64 w + 64) (dS^T stored key-major). Either way each operand starts on a 64-column chunk.
 //
 // Registers per consumer thread: dK + dV = (Dqk + Dv) / 2 fp32 for the whole walk; per step S^T
-// and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each), dQ's share (Dqk / 4 or
-// Dqk / 2 fp32). d128 at kBlockM 64: 128 + 32 + 32 + 16 + 16 + 32.
+// and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each), dQ's share (kBlockM / 2
+// or Dqk / 2 fp32). d128 at kBlockM 80: 128 + 40 + 40 + 20 + 20, then 40 for dQ^T once S^T, dP^T
+// and P^T are spent; dQ^T leaves in the accumulator's own order (backward/dq_tile.hpp).
 //
 // Above 128 (col_split: d256) whole dK, dV rows of 64 keys would be 256 fp32 per thread, so both
 // warpgroups take the same kBlockN = 64 keys and each keeps a column half of dK and dV, and the
@@ -28,21 +30,26 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backward/dq_tile.hpp"
+#include "backward/workspace.hpp"
+
 namespace flashcore::sm90::bwd {
 
 struct BwdTile {
-  int block_m = 0;  // query rows per step (64: dQ split by columns; 128: by rows)
+  int block_m = 0;  // query rows per step (80: dQ^T = K^T dS^T; 128: dQ = dS K by rows; col_split: 64)
   int stages = 0;   // Q / dO / statistics buffers in the ring
   bool col_split = false;  // both warpgroups on the same 64 keys, dK / dV split by columns
   constexpr int block_n() const { return col_split ? 64 : 128; }  // keys per CTA
   // dQ by the dQ pass (dq_pass.cuh) rather than the main kernel: where the columns are split.
   constexpr bool dq_pass() const { return col_split; }
+  // dQ^T = K^T dS^T, its partials in fragment-ordered blocks (backward/dq_tile.hpp): kBlockM 80.
+  constexpr bool dq_transposed() const { return !col_split && block_m != 128; }
 };
 
 constexpr BwdTile bwd_tile(int head_dim_qk, int head_dim_v) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
   if (d <= 64) return {128, 2};
-  if (d <= 128) return {64, 2};
+  if (d <= 128) return {80, 2};
   return {64, 2, true};
 }
 
@@ -79,16 +86,18 @@ struct BwdTraits {
   static constexpr bool kRoleSplit = kDqPass;
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
-  // dQ's split between the warpgroups (not kDqPass): by rows (kBlockM 128) or by 64-column chunks
-  // (kBlockM 64).
+  // dQ's split between the warpgroups (not kDqPass): by query rows (kBlockM 128: dQ = dS K) or by
+  // 64-column chunks as the M of dQ^T = K^T dS^T (kBlockM 80, whose queries are no whole wgmma M).
   static constexpr bool kDqSplitRows = kBlockM == 128;
-  // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64);
-  // at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T follows P^T.
-  static constexpr bool kOverlapDp = kBlockM == 64;
-  // dK += dS^T Q issued before dS^T's shared-memory stores (which then run under it) rather than
-  // after. H100, same-call TFLOPS: d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475; but d64 bf16
-  // S16k 485 -> 474 and causal B4 S4k 347 -> 323, so only at kBlockM 64.
-  static constexpr bool kDkBeforeDsStore = kBlockM == 64 && !kColSplit;
+  static constexpr bool kDqTransposed = kTile.dq_transposed();
+  // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64,
+  // 80); at kBlockM 128 they do not (128 fp32 of the two plus dK, dV and P^T spilled), so dP^T
+  // follows P^T.
+  static constexpr bool kOverlapDp = kBlockM <= 80;
+  // dK += dS^T Q issued before dS's shared-memory stores (which then run under it) rather than
+  // after. H100, same-call TFLOPS (kBlockM 64): d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475;
+  // but d64 bf16 S16k 485 -> 474 and causal B4 S4k 347 -> 323, so not at kBlockM 128.
+  static constexpr bool kDkBeforeDsStore = kDqTransposed;
 
   static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
@@ -106,27 +115,32 @@ struct BwdTraits {
   static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;   // TMA credits the whole box, zeros too
   static constexpr uint32_t kDoBytes = kBlockM * kDvPad * 2;
   static constexpr uint32_t kStatBytes = kBlockM * 4;          // lse2 or D of one step
+  static constexpr int kStatStride = (kBlockM + 31) / 32 * 32;  // floats per stage: TMA writes 128-byte aligned
 
   // Per consumer thread.
   static constexpr int kAccDk = kDkCols / 2;
   static constexpr int kAccDv = kDvCols / 2;
-  static constexpr int kAccDq = kDqCols / 2;
+  static constexpr int kAccDq = kDqTransposed ? kBlockM / 2 : kDqCols / 2;  // 64 x kBlockM or 64 x kDqCols
 
   struct alignas(1024) SharedStorage {
     alignas(1024) uint16_t k[kBlockN * kDqkPad];  // [Dqk/64][kBlockN][64], swizzled
     alignas(1024) uint16_t v[kBlockN * kDvPad];
     alignas(1024) uint16_t q[kStages][kBlockM * kDqkPad];
     alignas(1024) uint16_t dout[kStages][kBlockM * kDvPad];
-    // dS^T of a step, [kBlockM/64][kBlockN keys][64 queries] swizzled: dQ's A operand (MN-major).
-    // kColSplit: then P^T, the same way (the A operands, K-major, of dK += dS^T Q and dV += P^T dO).
-    // Two buffers: a warpgroup writes step i's while the other may still read step i - 1's.
+    // dS of a step, swizzled. kDqTransposed: [kBlockN/64][kBlockM queries][64 keys], the B operand
+    // (K-major) of dQ^T = K^T dS^T. Otherwise dS^T, [kBlockM/64][kBlockN keys][64 queries]: dQ = dS K's
+    // A operand (MN-major); kColSplit: then P^T the same way (the A operands, K-major, of
+    // dK += dS^T Q and dV += P^T dO). Two buffers: a warpgroup writes step i's while the other may
+    // still read step i - 1's.
     alignas(1024) uint16_t ds[2][kBlockN * kBlockM * (kColSplit ? 2 : 1)];
-    // One step's fp32 dQ partial, [kDqk/32][kBlockM][32] with the 128-byte swizzle: the boxes of the
-    // workspace's tensor map (launch.cu), added into it by TMA reduce-adds. (Row-major, a warp's
-    // stores to 8 rows kDqk floats apart would all hit the same banks.) kColSplit: unused.
-    alignas(1024) float dq[kColSplit ? 4 : kBlockM * kDqk];
-    alignas(128) float lse2[kStages][kBlockM];  // TMA destinations: 128-byte aligned
-    alignas(128) float row_d[kStages][kBlockM];
+    // One step's fp32 dQ partial. kDqTransposed: the block in fragment order (backward/dq_tile.hpp),
+    // added into the workspace by one bulk reduce-add. Otherwise [kDqk/32][kBlockM][32] with the
+    // 128-byte swizzle: the boxes of the workspace's tensor map (launch.cu), added by TMA reduce-adds
+    // (row-major, a warp's stores to 8 rows kDqk floats apart would all hit the same banks).
+    // kColSplit: unused.
+    alignas(1024) float dq[kColSplit ? 4 : kBlockM * (kDqTransposed ? kDqkPad : kDqk)];
+    alignas(128) float lse2[kStages][kStatStride];  // TMA destinations: 128-byte aligned
+    alignas(128) float row_d[kStages][kStatStride];
     // Barriers (mainloop.cuh says who arrives and who waits).
     uint64_t kv_full;
     uint64_t q_full[kStages], q_empty[kStages];
@@ -140,8 +154,14 @@ struct BwdTraits {
   static_assert(kColSplit ? kDqkPad == 256 && kDvPad == 256 : kDqk <= 128 && kDv <= 128,
                 "dK and dV of 64 keys (kColSplit: their column halves) live in registers: head dims up to 128, "
                 "or 256 split by columns (each half whole 64-column chunks)");
-  static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 query rows per step");
+  static_assert(kDqTransposed ? kBlockM % 16 == 0 && kBlockM <= 256 : kBlockM == 64 || kBlockM == 128,
+                "query rows per step: whole k16 steps of dV, dK (dQ^T), or whole wgmma M halves (dQ = dS K)");
+  static_assert(kBlockM <= backward::kBwdRowPad && kBlockM % backward::kRowAlign == 0,
+                "a query block stays inside the workspace rows of its sequence (backward::padded_rows)");
   static_assert(kDqCols % 32 == 0, "each warpgroup stores whole 32-column boxes of dQ");
+  static_assert(!kDqTransposed || (kDqkPad == backward::kDqTileCols && kBlockM % 8 == 0 && kBlockM <= 80 &&
+                                   kConsumerWarps * 32 == backward::kDqTileThreads),
+                "the fragment-ordered dQ block: 128 columns, whole 8-row groups, 256 consumer threads");
   static_assert(kDqSplitRows || kColSplit || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
   static_assert(kBwdProducerRegs * 128 + kBwdConsumerRegs * 128 * kBwdConsumerWarpgroups <=
@@ -156,8 +176,11 @@ constexpr size_t bwd_smem_bytes(int dqk, int dv) {
   const size_t block_n = size_t(t.block_n());
   const size_t tiles = 2 * (block_n * (dqk_pad + dv_pad) + t.stages * t.block_m * (dqk_pad + dv_pad) +
                             2 * block_n * t.block_m * (t.col_split ? 2 : 1));
-  const size_t dq_tile = t.col_split ? 0 : size_t(t.block_m) * dqk * 4;  // col_split's 4-float stub: in the rounding
-  return tiles + dq_tile + 2 * t.stages * t.block_m * 4 + 1024 + 1024;
+  // col_split: a stub, then 128-byte alignment; dq_transposed: the block of the padded columns.
+  const size_t dq_tile = t.col_split ? 128 : size_t(t.block_m) * (t.dq_transposed() ? dqk_pad : size_t(dqk)) * 4;
+  const size_t stats = 2 * size_t(t.stages) * ((t.block_m + 31) / 32 * 32) * 4;  // lse2, row_d
+  const size_t barriers = 8 * (3 + 3 * size_t(t.stages));
+  return (tiles + dq_tile + stats + barriers + 1023) / 1024 * 1024 + 1024;
 }
 
 // Shared memory of the (Dqk, Dv) dQ pass, for supports() (host code).
