@@ -3,7 +3,7 @@
 // the workspace alike, so the partial goes out as one contiguous bulk reduce-add and every consumer
 // thread writes it with 16-byte stores.
 //
-// A block of `rows` query rows (rows <= 8 * 10, a multiple of 8) owns workspace rows [row0, row0 +
+// A block of `rows` query rows (a multiple of 8: the kernels' 80) owns workspace rows [row0, row0 +
 // rows) of the [rows][kDqTileCols] accumulator: rows * kDqTileCols contiguous floats. Consumer thread
 // tid (0..255: warpgroup w = tid / 128, warp, lane = 4 g + t) holds accumulator element i = 4 j + e
 // (e = 2 r + e1) of dQ^T: dQ column 64 w + 16 warp + g + 8 r, query row 8 j + 2 t + e1 (the wgmma
