@@ -14,6 +14,28 @@ namespace flashcore::backward {
 inline constexpr int kPostprocessRows = 64;
 inline constexpr int kPostprocessThreads = 256;
 
+// Rows [m0, m0 + rows) of (query head h, batch entry b) into dq: row r from the fp32 row at
+// src + r * pitch (global or shared memory, 16-byte aligned), times `scale`, converted; 8 columns
+// (two float4 in, one uint4 out) per thread and step.
+template <typename Element>
+FC_DEVICE void write_dq_rows(const BackwardParams& bp, const attn::SequenceExtent& seq, int h, int b, int m0, int rows,
+                             const float* src, int pitch, float scale) {
+  const AttentionParams& p = bp.forward;
+  const int chunks_per_row = p.head_dim_qk / 8;
+  Element* dq = static_cast<Element*>(bp.dq) + attn::token_offset(p.is_varlen(), bp.dq_batch_stride, bp.dq_seq_stride,
+                                                                   bp.dq_head_stride, b, seq.q_start + m0, h);
+  for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
+    const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
+    const float4 lo = *reinterpret_cast<const float4*>(src + int64_t(r) * pitch + col);
+    const float4 hi = *reinterpret_cast<const float4*>(src + int64_t(r) * pitch + col + 4);
+    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    alignas(16) Element out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = from_float<Element>(values[e] * scale);
+    *reinterpret_cast<uint4*>(dq + int64_t(r) * bp.dq_seq_stride + col) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
 // grid (round_up(max Sq, kPostprocessRows) / kPostprocessRows, Hq, B)
 template <typename Element>
 __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(const BackwardParams bp,
@@ -23,27 +45,14 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   const int m0 = blockIdx.x * kPostprocessRows;
   if (m0 >= seq.seqlen_q) return;
-  const int rows = min(kPostprocessRows, seq.seqlen_q - m0);
-  const float scale = attn::softmax_scale(p);
-  const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
   const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * ws.dq_row_stride;
-  Element* dq = static_cast<Element*>(bp.dq) + attn::token_offset(p.is_varlen(), bp.dq_batch_stride, bp.dq_seq_stride,
-                                                                   bp.dq_head_stride, b, seq.q_start + m0, h);
-  for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
-    const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
-    const float4 lo = *reinterpret_cast<const float4*>(acc + int64_t(r) * ws.dq_row_stride + col);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + int64_t(r) * ws.dq_row_stride + col + 4);
-    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    alignas(16) Element out[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) out[e] = from_float<Element>(values[e] * scale);
-    *reinterpret_cast<uint4*>(dq + int64_t(r) * bp.dq_seq_stride + col) = *reinterpret_cast<const uint4*>(out);
-  }
+  write_dq_rows<Element>(bp, seq, h, b, m0, min(kPostprocessRows, seq.seqlen_q - m0), acc, ws.dq_row_stride,
+                         attn::softmax_scale(p));
 }
 
 // Fragment-ordered accumulators (ws.dq_tile_rows > 0, dq_tile.hpp): one CTA per block. The block's
 // floats are read in order (16 bytes per thread), each placed at its (row, column) in shared memory
-// (kDqTilePitch floats per row), then written out as rows of the element type.
+// (kDqTilePitch floats per row), then written out as rows (write_dq_rows).
 inline constexpr int kDqTilePitch = kDqTileCols + 4;  // a padded row keeps the scattered stores apart
 
 // grid (ceil(max Sq / ws.dq_tile_rows), Hq, B); dynamic shared memory dq_tile_rows * kDqTilePitch floats
@@ -58,7 +67,6 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_tiles_ker
   const int block_rows = ws.dq_tile_rows;
   const int m0 = blockIdx.x * block_rows;
   if (m0 >= seq.seqlen_q) return;
-  const float scale = attn::softmax_scale(p);
   const float4* acc =
       reinterpret_cast<const float4*>(ws.dq_accum + ws.row(h, b, seq.q_start, m0) * int64_t(kDqTileCols));
   for (int f4 = threadIdx.x; f4 < block_rows * kDqTileCols / 4; f4 += kPostprocessThreads) {
@@ -67,24 +75,12 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_tiles_ker
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const DqTileElement el = dq_tile_element(4 * f4 + e);
-      tile[el.q * kDqTilePitch + el.d] = values[e] * scale;
+      tile[el.q * kDqTilePitch + el.d] = values[e];
     }
   }
   __syncthreads();
-  const int rows = min(block_rows, seq.seqlen_q - m0);
-  const int chunks_per_row = p.head_dim_qk / 8;  // 8 elements: two float4 in, one uint4 out
-  Element* dq = static_cast<Element*>(bp.dq) + attn::token_offset(p.is_varlen(), bp.dq_batch_stride, bp.dq_seq_stride,
-                                                                   bp.dq_head_stride, b, seq.q_start + m0, h);
-  for (int c = threadIdx.x; c < rows * chunks_per_row; c += kPostprocessThreads) {
-    const int r = c / chunks_per_row, col = (c % chunks_per_row) * 8;
-    const float4 lo = *reinterpret_cast<const float4*>(tile + r * kDqTilePitch + col);
-    const float4 hi = *reinterpret_cast<const float4*>(tile + r * kDqTilePitch + col + 4);
-    const float values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    alignas(16) Element out[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) out[e] = from_float<Element>(values[e]);
-    *reinterpret_cast<uint4*>(dq + int64_t(r) * bp.dq_seq_stride + col) = *reinterpret_cast<const uint4*>(out);
-  }
+  write_dq_rows<Element>(bp, seq, h, b, m0, min(block_rows, seq.seqlen_q - m0), tile, kDqTilePitch,
+                         attn::softmax_scale(p));
 }
 
 }  // namespace flashcore::backward

@@ -154,14 +154,13 @@ struct BwdTraits {
   static_assert(kColSplit ? kDqkPad == 256 && kDvPad == 256 : kDqk <= 128 && kDv <= 128,
                 "dK and dV of 64 keys (kColSplit: their column halves) live in registers: head dims up to 128, "
                 "or 256 split by columns (each half whole 64-column chunks)");
-  static_assert(kDqTransposed ? kBlockM % 16 == 0 && kBlockM <= 256 : kBlockM == 64 || kBlockM == 128,
+  static_assert(kDqTransposed ? kBlockM % 16 == 0 : kBlockM == 64 || kBlockM == 128,
                 "query rows per step: whole k16 steps of dV, dK (dQ^T), or whole wgmma M halves (dQ = dS K)");
   static_assert(kBlockM <= backward::kBwdRowPad && kBlockM % backward::kRowAlign == 0,
                 "a query block stays inside the workspace rows of its sequence (backward::padded_rows)");
   static_assert(kDqCols % 32 == 0, "each warpgroup stores whole 32-column boxes of dQ");
-  static_assert(!kDqTransposed || (kDqkPad == backward::kDqTileCols && kBlockM % 8 == 0 && kBlockM <= 80 &&
-                                   kConsumerWarps * 32 == backward::kDqTileThreads),
-                "the fragment-ordered dQ block: 128 columns, whole 8-row groups, 256 consumer threads");
+  static_assert(!kDqTransposed || (kDqkPad == backward::kDqTileCols && kConsumerWarps * 32 == backward::kDqTileThreads),
+                "the fragment-ordered dQ block: 128 columns, 256 consumer threads");
   static_assert(kDqSplitRows || kColSplit || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KiB opt-in limit");
   static_assert(kBwdProducerRegs * 128 + kBwdConsumerRegs * 128 * kBwdConsumerWarpgroups <=
