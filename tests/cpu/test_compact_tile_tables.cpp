@@ -48,18 +48,31 @@ TEST(CompactTileTables, BackwardCompactTilesFitUpToD128) {
   }
 }
 
+// Pages of kLargePageRows rows and more take the dense caches' shape at d <= 128 (one token); smaller
+// pages the 4-warp shape.
+TEST(CompactTileTables, DecodePageSizeSelectsShape) {
+  EXPECT_EQ(decode_kv(false, 16), DecodeKv::kDense);
+  EXPECT_EQ(decode_kv(true, 1), DecodeKv::kSmallPages);
+  EXPECT_EQ(decode_kv(true, kLargePageRows - 1), DecodeKv::kSmallPages);
+  EXPECT_EQ(decode_kv(true, kLargePageRows), DecodeKv::kLargePages);
+  EXPECT_EQ(decode_kv(true, 256), DecodeKv::kLargePages);
+  EXPECT_TRUE(decode_shape(128, 128, false, DecodeKv::kLargePages) == decode_shape(128, 128, false, DecodeKv::kDense));
+  EXPECT_FALSE(decode_shape(128, 128, false, DecodeKv::kSmallPages) == decode_shape(128, 128, false, DecodeKv::kDense));
+  EXPECT_TRUE(decode_shape(128, 128, true, DecodeKv::kLargePages) == decode_shape(128, 128, true, DecodeKv::kSmallPages));
+}
+
 TEST(CompactTileTables, DecodeCompactShapesFit) {
   for (int d : {64, 96, 128, 256})
     for (bool wide : {false, true})
-      for (bool paged : {false, true}) {
-        SCOPED_TRACE("d" + std::to_string(d) + (wide ? " wide" : "") + (paged ? " paged" : ""));
-        const DecodeShape entry = decode_shape(d, d, wide, paged);
-        const DecodeShape compact = compact_decode_shape(d, d, wide, paged);
+      for (DecodeKv kv : {DecodeKv::kDense, DecodeKv::kSmallPages, DecodeKv::kLargePages}) {
+        SCOPED_TRACE("d" + std::to_string(d) + (wide ? " wide" : "") + " kv " + std::to_string(int(kv)));
+        const DecodeShape entry = decode_shape(d, d, wide, kv);
+        const DecodeShape compact = compact_decode_shape(d, d, wide, kv);
         EXPECT_LE(decode_smem_bytes(d, d, 2, compact), kCompactSmemBytes);
         EXPECT_EQ(compact.m_tiles, entry.m_tiles);
         EXPECT_EQ(compact.warp_keys, entry.warp_keys);
-        EXPECT_EQ(decode_compact(d, d, wide, paged, kCompactSmemBytes), !(compact == entry));
-        EXPECT_FALSE(decode_compact(d, d, wide, paged, 227 * 1024));
+        EXPECT_EQ(decode_compact(d, d, wide, kv, kCompactSmemBytes), !(compact == entry));
+        EXPECT_FALSE(decode_compact(d, d, wide, kv, 227 * 1024));
       }
 }
 

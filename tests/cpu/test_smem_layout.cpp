@@ -88,12 +88,12 @@ TEST(SmemLayout, StepAddressesMatchTileOffsets) {
 }
 
 TEST(SmemLayout, DecodeTilesSwizzleWholeLineRows) {
-  EXPECT_TRUE((DecodeTraits<128, 128, uint16_t, false, false>::kSwizzledSmem));
-  EXPECT_EQ((DecodeTraits<128, 128, uint16_t, false, false>::kKStride), 128);
-  EXPECT_TRUE((DecodeTraits<64, 64, uint16_t, false, true>::kSwizzledSmem));
-  EXPECT_TRUE((DecodeTraits<256, 256, uint16_t, false, true>::kSwizzledSmem));
-  EXPECT_FALSE((DecodeTraits<96, 96, uint16_t, false, false>::kSwizzledSmem));
-  EXPECT_EQ((DecodeTraits<96, 96, uint16_t, false, false>::kKStride), 96 + 8);
+  EXPECT_TRUE((DecodeTraits<128, 128, uint16_t, false, DecodeKv::kDense>::kSwizzledSmem));
+  EXPECT_EQ((DecodeTraits<128, 128, uint16_t, false, DecodeKv::kDense>::kKStride), 128);
+  EXPECT_TRUE((DecodeTraits<64, 64, uint16_t, false, DecodeKv::kSmallPages>::kSwizzledSmem));
+  EXPECT_TRUE((DecodeTraits<256, 256, uint16_t, false, DecodeKv::kSmallPages>::kSwizzledSmem));
+  EXPECT_FALSE((DecodeTraits<96, 96, uint16_t, false, DecodeKv::kDense>::kSwizzledSmem));
+  EXPECT_EQ((DecodeTraits<96, 96, uint16_t, false, DecodeKv::kDense>::kKStride), 96 + 8);
 }
 
 }  // namespace

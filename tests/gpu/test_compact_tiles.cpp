@@ -119,9 +119,9 @@ TEST_F(CompactTiles, DecodeMatchesFp64Reference) {
   int ran = 0;
   for (int d : {128, 256})
     for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
-      for (bool paged : {false, true}) {
-        ASSERT_GT(sm80::decode_smem_bytes(d, d, 2, false, paged), sm80::kCompactSmemBytes)
-            << "d" << d << (paged ? " paged" : "") << ": the entry would run";
+      for (sm80::DecodeKv kv : {sm80::DecodeKv::kDense, sm80::DecodeKv::kSmallPages, sm80::DecodeKv::kLargePages}) {
+        ASSERT_GT(sm80::decode_smem_bytes(d, d, 2, false, kv), sm80::kCompactSmemBytes)
+            << "d" << d << " kv " << int(kv) << ": the entry would run";
       }
       if (std::string why = path_refuses(KernelPath::kDecode, d, d, dt); !why.empty()) {
         std::printf("[compact-decode] d%d %s not run: %s\n", d, dtype_name(dt), why.c_str());

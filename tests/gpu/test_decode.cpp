@@ -106,13 +106,14 @@ TEST_P(DecodeSweep, DenseCacheMatchesFp64Reference) {
   }
 }
 
-// Paged caches (page sizes 1, 16, 64, 256 and an odd 48) with per-entry lengths (seqused_k = the
-// cache lengths), GQA 8, one and four tokens, causal, forced and planned splits.
+// Paged caches (page sizes 1, 16, 64, 256 and odd 48 and 100: small pages and, from 64 rows, the
+// large pages' tiles) with per-entry lengths (seqused_k = the cache lengths), GQA 8, one and four
+// tokens, causal, forced and planned splits.
 TEST_P(DecodeSweep, PagedCacheMatchesFp64Reference) {
   const Variant v = GetParam();
   FC_REQUIRE_DECODE_VARIANT(v);
   int index = 0;
-  for (int page_size : {1, 16, 48, 64, 256}) {
+  for (int page_size : {1, 16, 48, 64, 100, 256}) {
     for (int seqlen_q : {1, 4}) {
       TestCase c = decode_case(v, 500u + uint64_t(index));
       c.batch = 3;

@@ -44,36 +44,61 @@ struct KvCopyPattern {
   FC_DEVICE static int col() { return (int(threadIdx.x) % kThreadsPerRow) * 8; }
 };
 
-// A paged block's rows in shared memory, (page, row in page) per key, page -1 past the keys: thread
-// t < kBlockN looks up row t of the block through the block table (one table read per row, not one
-// per copying thread), one block ahead of the copy (see the mainloop), so the table read's latency
-// hides behind a block of compute. Two slots, by block parity.
+// A paged block's rows in shared memory: the element offsets of each key row's (page, row, KV head)
+// in k and in v, -1 past the keys, so a copy adds its column and issues (no per-copy address math).
+// Thread t < kBlockN finds row t of a block in two halves one mainloop iteration apart: the block
+// table read (fetch_paged_row, into a register) and the offsets (store_paged_row, into the slot
+// the copy of the next iteration reads). The table read's latency then hides behind a block of
+// compute instead of stalling the fetching warps before the next barrier. Two slots, by block parity.
+struct PagedRowFetch {
+  int entry = 0;  // the block-table entry of the row's page
+  int row = -1;   // the row inside the page; -1: past the keys (or a thread with no row)
+};
 template <class Traits>
-FC_DEVICE void locate_paged_rows(int2* slot, const AttentionParams& p, int b, int64_t k_start, int seqlen_k,
-                                 int n_block) {
-  const int row = threadIdx.x;
-  if (row >= Traits::kBlockN) return;
-  const int key = n_block * Traits::kBlockN + row;
-  int2 at = make_int2(-1, 0);
-  if (key < seqlen_k) {
-    const attn::KvRowLocation loc = attn::kv_row_location(p, b, k_start + key);
-    at = make_int2(int(loc.batch), int(loc.row));
+FC_DEVICE PagedRowFetch fetch_paged_row(const attn::PageTable& pages, int b, int64_t k_start, int seqlen_k,
+                                        int n_block) {
+  PagedRowFetch f;
+  const int key = n_block * Traits::kBlockN + int(threadIdx.x);
+  if (int(threadIdx.x) < Traits::kBlockN && key < seqlen_k) {
+    const int row = int(k_start + key);
+    f.entry = pages.entry(b, row);
+    f.row = row % pages.page_size;
   }
-  slot[row] = at;
+  return f;
+}
+template <class Traits>
+FC_DEVICE void store_paged_row(longlong2* slot, const AttentionParams& p, const attn::PageTable& pages,
+                               PagedRowFetch f, int head_kv) {
+  if (int(threadIdx.x) >= Traits::kBlockN) return;
+  longlong2 at = make_longlong2(-1, -1);
+  if (f.row >= 0) {
+    const int64_t page = pages.page_of(f.entry);
+    at.x = page * p.k_batch_stride + int64_t(f.row) * p.k_seq_stride + int64_t(head_kv) * p.k_head_stride;
+    at.y = page * p.v_batch_stride + int64_t(f.row) * p.v_seq_stride + int64_t(head_kv) * p.v_head_stride;
+  }
+  slot[threadIdx.x] = at;
 }
 
 // Copies the K and V rows of KV block n_block (keys n_block * kBlockN + [0, kBlockN)) into one ring
 // stage; keys at or past seqlen_k are zero-filled and not read. Dense: k_rows / v_rows point at key
-// 0 of this (entry, KV head); paged: `rows` holds the block's located rows (locate_paged_rows).
+// 0 of this (entry, KV head); paged: `rows` holds the block's row offsets (store_paged_row).
 // l2_policy: the reads' L2 cache policy (kv_l2_policy).
 template <class Traits, bool kPaged>
 FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Element* sV, const AttentionParams& p,
                              const typename Traits::Element* k_rows, const typename Traits::Element* v_rows,
-                             const int2* rows, int head_kv, int seqlen_k, int n_block, uint64_t l2_policy) {
+                             const longlong2* rows, int seqlen_k, int n_block, uint64_t l2_policy) {
   using Element = typename Traits::Element;
   using Pattern = KvCopyPattern<Traits>;
   const int row0 = Pattern::row0();
   const int col = Pattern::col();
+  // Paged: every row's offsets are read before the first copy is issued. A shared-memory read after
+  // a cp.async is not moved above it (both touch shared memory), so reads and copies interleaved
+  // row by row wait out one shared-memory latency per row.
+  longlong2 paged_at[kPaged ? Pattern::kRowsPerThread : 1];
+  if constexpr (kPaged) {
+#pragma unroll
+    for (int r = 0; r < Pattern::kRowsPerThread; ++r) paged_at[r] = rows[row0 + r * Pattern::kRowStep];
+  }
 #pragma unroll
   for (int r = 0; r < Pattern::kRowsPerThread; ++r) {
     const int row = row0 + r * Pattern::kRowStep;
@@ -81,11 +106,11 @@ FC_DEVICE void load_kv_block(typename Traits::Element* sK, typename Traits::Elem
     const Element* v_src = static_cast<const Element*>(p.v);
     bool valid;
     if constexpr (kPaged) {
-      const int2 at = rows[row];
+      const longlong2 at = paged_at[r];
       valid = at.x >= 0;
       if (valid) {
-        k_src += int64_t(at.x) * p.k_batch_stride + int64_t(at.y) * p.k_seq_stride + int64_t(head_kv) * p.k_head_stride + col;
-        v_src += int64_t(at.x) * p.v_batch_stride + int64_t(at.y) * p.v_seq_stride + int64_t(head_kv) * p.v_head_stride + col;
+        k_src += at.x + col;
+        v_src += at.y + col;
       }
     } else {
       const int key = n_block * Traits::kBlockN + row;
@@ -245,25 +270,31 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       ptx::cp_async_16(ptx::smem_address(sQ + smem_tile_offset<Traits::kSwizzledSmem, Traits::kQStride>(r, col)), src,
                        valid);
     }
-    // Paged: the rows of block n sit in paged_rows[n & 1], looked up one iteration before its copy.
-    __shared__ int2 paged_rows[2][kPaged ? Traits::kBlockN : 1];
+    // Paged: the row offsets of block n sit in paged_rows[n & 1], stored one iteration before its
+    // copy from the table entries fetched one iteration before that (`fetched`).
+    __shared__ longlong2 paged_rows[2][kPaged ? Traits::kBlockN : 1];
+    const attn::PageTable pages = attn::PageTable::of(p);
+    PagedRowFetch fetched;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (n_lo + s <= n_hi) {
         if constexpr (kPaged) {
-          locate_paged_rows<Traits>(paged_rows[(n_lo + s) & 1], p, b, seq.k_start, seq.seqlen_k, n_lo + s);
+          store_paged_row<Traits>(paged_rows[(n_lo + s) & 1], p, pages,
+                                  fetch_paged_row<Traits>(pages, b, seq.k_start, seq.seqlen_k, n_lo + s), head_kv);
           __syncthreads();
         }
         load_kv_block<Traits, kPaged>(sK + s * Traits::kKStageElems, sV + s * Traits::kVStageElems, p, k_rows, v_rows,
-                                      paged_rows[(n_lo + s) & 1], head_kv, seq.seqlen_k, n_lo + s, kv_l2_policy);
+                                      paged_rows[(n_lo + s) & 1], seq.seqlen_k, n_lo + s, kv_l2_policy);
       }
       ptx::cp_async_commit();  // one group per stage, empty or not, so the wait count below holds
     }
     if constexpr (kPaged) {
       const int first_ahead = n_lo + kStages - 1;
       if (first_ahead <= n_hi) {
-        locate_paged_rows<Traits>(paged_rows[first_ahead & 1], p, b, seq.k_start, seq.seqlen_k, first_ahead);
+        store_paged_row<Traits>(paged_rows[first_ahead & 1], p, pages,
+                                fetch_paged_row<Traits>(pages, b, seq.k_start, seq.seqlen_k, first_ahead), head_kv);
       }
+      if (first_ahead + 1 <= n_hi) fetched = fetch_paged_row<Traits>(pages, b, seq.k_start, seq.seqlen_k, first_ahead + 1);
     }
 
     const int min_diag = mask.min_diagonal();
@@ -277,12 +308,12 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
       const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
       if (next <= n_hi) {
         load_kv_block<Traits, kPaged>(sK + next_stage * Traits::kKStageElems, sV + next_stage * Traits::kVStageElems,
-                                      p, k_rows, v_rows, paged_rows[next & 1], head_kv, seq.seqlen_k, next, kv_l2_policy);
+                                      p, k_rows, v_rows, paged_rows[next & 1], seq.seqlen_k, next, kv_l2_policy);
         if constexpr (kPaged) {
-          // Slot (next + 1) & 1 was last read in the previous iteration, before this one's barrier.
-          if (next + 1 <= n_hi) {
-            locate_paged_rows<Traits>(paged_rows[(next + 1) & 1], p, b, seq.k_start, seq.seqlen_k, next + 1);
-          }
+          // Slot (next + 1) & 1 was last read in the previous iteration, before this one's barrier;
+          // `fetched` holds block next + 1's entries, read an iteration ago.
+          if (next + 1 <= n_hi) store_paged_row<Traits>(paged_rows[(next + 1) & 1], p, pages, fetched, head_kv);
+          if (next + 2 <= n_hi) fetched = fetch_paged_row<Traits>(pages, b, seq.k_start, seq.seqlen_k, next + 2);
         }
       }
       ptx::cp_async_commit();
@@ -541,10 +572,10 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
 
 // The table's shape for the call's rows and cache kind, or its compact variant (the 99 KB parts;
 // only entries that need more compile one).
-template <int kHeadDimQK, int kHeadDimV, typename Element, bool kWideRows, bool kPaged>
+template <int kHeadDimQK, int kHeadDimV, typename Element, bool kWideRows, DecodeKv kKv>
 Status launch_decode_shape(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
-  using Entry = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kPaged>;
-  using Compact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kPaged, true>;
+  using Entry = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kKv>;
+  using Compact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, kWideRows, kKv, true>;
   if constexpr (!(Compact::kShape == Entry::kShape)) {
     static_assert(Compact::kSmemBytes <= kCompactSmemBytes, "the compact shape fits the 99 KB parts");
     if (compact) return launch_decode_traits<Compact>(p, device, sm_count, stream);
@@ -553,17 +584,35 @@ Status launch_decode_shape(const AttentionParams& p, int device, int sm_count, b
 }
 
 // More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows); paged
-// caches their own shape.
+// caches their own shapes. Large pages compile a kernel of their own only where their shape (the
+// entry, or the compact one on the 99 KB parts) differs from small pages'; elsewhere they run the
+// small pages' kernel, which then has their shape.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_decode(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
   const bool wide = decode_wide_rows(rows);
   if (p.is_paged()) {
-    return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, true>(p, device, sm_count, compact, stream)
-                : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, true>(p, device, sm_count, compact, stream);
+    if (!wide && decode_kv(true, p.page_size) == DecodeKv::kLargePages) {
+      using Large = DecodeTraits<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kLargePages>;
+      using LargeCompact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kLargePages, true>;
+      using Small = DecodeTraits<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kSmallPages>;
+      using SmallCompact = DecodeTraits<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kSmallPages, true>;
+      if constexpr (!(Large::kShape == Small::kShape)) {
+        if (!compact) return launch_decode_traits<Large>(p, device, sm_count, stream);
+      }
+      if constexpr (!(LargeCompact::kShape == Large::kShape) && !(LargeCompact::kShape == SmallCompact::kShape)) {
+        if (compact) return launch_decode_traits<LargeCompact>(p, device, sm_count, stream);
+      }
+    }
+    return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, DecodeKv::kSmallPages>(p, device, sm_count,
+                                                                                                   compact, stream)
+                : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kSmallPages>(p, device, sm_count,
+                                                                                                    compact, stream);
   }
-  return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, false>(p, device, sm_count, compact, stream)
-              : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, false>(p, device, sm_count, compact, stream);
+  return wide ? launch_decode_shape<kHeadDimQK, kHeadDimV, Element, true, DecodeKv::kDense>(p, device, sm_count, compact,
+                                                                                             stream)
+              : launch_decode_shape<kHeadDimQK, kHeadDimV, Element, false, DecodeKv::kDense>(p, device, sm_count, compact,
+                                                                                              stream);
 }
 
 }  // namespace flashcore::sm80

@@ -62,7 +62,7 @@ std::string decode_supports(const AttentionParams& p, const DeviceInfo& d) {
   // The table's shape, or its compact variant where the device allows less (common/smem_budget.hpp).
   const int smem = sm80::decode_smem_bytes(
       inst->head_dim_qk, inst->head_dim_v, int(dtype_size(p.dtype)),
-      sm80::decode_shape_for(inst->head_dim_qk, inst->head_dim_v, wide_rows, p.is_paged(),
+      sm80::decode_shape_for(inst->head_dim_qk, inst->head_dim_v, wide_rows, sm80::decode_kv(p.is_paged(), p.page_size),
                              (long long)d.max_smem_per_block_optin));
   if (size_t(smem) > d.max_smem_per_block_optin) {
     return "the decode kernel for Dqk=" + std::to_string(inst->head_dim_qk) + ", Dv=" + std::to_string(inst->head_dim_v) +
@@ -89,7 +89,8 @@ Status decode_run(const AttentionParams& p, const DeviceInfo& d, cudaStream_t st
   const Instantiation* inst = find_kernel(p);
   if (inst == nullptr) return Status::Unsupported("decode: no instantiation for this call");
   const bool compact = sm80::decode_compact(inst->head_dim_qk, inst->head_dim_v, sm80::decode_wide_rows(packed_rows(p)),
-                                            p.is_paged(), (long long)d.max_smem_per_block_optin);
+                                            sm80::decode_kv(p.is_paged(), p.page_size),
+                                            (long long)d.max_smem_per_block_optin);
   return inst->launch(p, d.device, d.sm_count, compact, stream);
 }
 

@@ -24,20 +24,30 @@ struct DecodeShape {
 
 // Retune here (FLASHCORE_DECODE_TUNE="m_tiles, warps, stages, warp_keys" overrides the dense d <= 128
 // entry in A/B builds). d <= 128: 16 packed rows (one token of GQA up to 16:1; more rows take more
-// row tiles, each reading the K/V again, mostly from L2 as they run together). Dense caches: 8 warps
-// x 16 keys = 128-key blocks, 2 stages (132 KB at d128: one CTA per SM, fits the A100's 163 KB);
-// paged caches: 4 warps, 64-key blocks, 3 stages (100 KB: two CTAs per SM). H100, swizzled tiles,
-// bf16 d128 GQA 64/8, one token, CUDA graphs, GB/s of K/V read, B1 S8k / B1 S128k / B8 S32k / B128
-// S32k / B8 S32k paged 16 / paged 256, two runs in one call:
+// row tiles, each reading the K/V again, mostly from L2 as they run together). Dense caches and
+// pages of at least kLargePageRows rows: 8 warps x 16 keys = 128-key blocks, 2 stages (132 KB at
+// d128: one CTA per SM, fits the A100's 163 KB); smaller pages: 4 warps, 64-key blocks, 3 stages
+// (100 KB: two CTAs per SM). H100, swizzled tiles, bf16 d128 GQA 64/8, one token, CUDA graphs, GB/s
+// of K/V read, B1 S8k / B1 S128k / B8 S32k / B128 S32k / B8 S32k paged 16 / paged 256 (the paged
+// columns with the row offsets read row by row between the copies), two runs in one call:
 //   {1, 4, 3, 16} 1690-1718 / 2935-2940 / 3003-3005 / 3082-3086 / 2926 / 2942-2945
 //   {1, 8, 2, 16} 1754-1760 / 3018-3025 / 3077-3079 / 3168 / 2390 / 2969-2975
 //   {1, 8, 3, 16} 1758-1760 / 2961-2968 / 3021-3023 / 3036 / - / 2985-2987
 //   {1, 4, 2, 16} 1721 / 2922 / 3000 / 3077 / 2947 / 2954 (three CTAs per SM)
 //   {1, 2, 4, 16} 1554 / 2885 / 2946 / 2929 / 2747 / 2848; {1, 4, 3, 32} 1765 / 2906 / 2962 / 2983 /
 //   1846 / 2575; {1, 2, 6, 16} 1593 / 2897 / 2923 / 3057 / 2308 / 2425.
-// The 8-warp tiles lose a fifth at pages of 16 rows (eight pages per block), so paged calls keep the
-// 4-warp entry. Earlier, H200 with padded tiles (109 KB), same columns:
-//   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859   (the entry)
+// Paged, with the row offsets read ahead of the copies (kernel.cuh, load_kv_block), H100, B8 S32k /
+// B128 S32k / B8 S128k / B32 S32k, random page order, pages of 16 | 64 | 256 rows, two runs:
+//   {1, 4, 3, 16} 2941-2957 / 3064-3068 / 3024-3028 / 3038-3040 | 2970-2980 / 3037-3039 / 3037 / - |
+//                 2991-2998 / 3061-3063 / 3056-3060 / 3071-3075
+//   {1, 8, 2, 16} 2915-2920 / 3004-3006 / 2968-2972 / 2996 | 3001-3007 / 3091 / 3056-3057 / - |
+//                 3052-3053 / 3138 / 3102-3105 / 3108-3109  (dense: 3074-3080 / 3168-3172 / 3155-3178)
+//   {1, 8, 3, 16} 2910-2917 / 3001-3002 / 2969-2971 / 2989-2990 | - | 3009-3011 / 3042-3044 / 3076-3078
+// With pages in table order (the dense layout) the 8-warp tiles read pages of 16 at 3049-3054 (B8
+// S32k): what they lose at random small pages is the pages' scatter, not the lookups, and more
+// stages do not win it back; the 4-warp tiles lose less of it (two CTAs per SM, 2992 in order).
+// Earlier, H200 with padded tiles (109 KB), dense / paged 4-warp entries, same columns as above:
+//   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859
 //   {1, 8, 3, 16} 1700 / 3666 / 3880 / 4028 / 2958 / 4014   (209 KB: not on the A100)
 //   {1, 8, 2, 16} 1606 / 3538 / 3705 / 3764 / 2944 / 3525
 // and, before the paged rows were looked up one block ahead: {2, 4, 3, 16} 1296 / 3578 / 3932 /
@@ -54,14 +64,22 @@ struct DecodeShape {
 // the 32-row tiles: the one rule launch_decode and supports() both read.
 constexpr bool decode_wide_rows(long long rows_per_kv_head) { return rows_per_kv_head > 16; }
 
-// `paged`: the call reads K/V through a block table (a shape of its own, see the table above).
-constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows, bool paged) {
+// How a call reads K/V, as far as the tile shape goes (see the table above): a dense cache, pages of
+// fewer than kLargePageRows rows, or larger pages.
+enum class DecodeKv { kDense, kSmallPages, kLargePages };
+inline constexpr int kLargePageRows = 64;
+constexpr DecodeKv decode_kv(bool paged, int page_size) {
+  return !paged ? DecodeKv::kDense : page_size >= kLargePageRows ? DecodeKv::kLargePages : DecodeKv::kSmallPages;
+}
+
+constexpr DecodeShape decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows, DecodeKv kv) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
 #if defined(FLASHCORE_DECODE_TUNE)
-  if (d <= 128 && !wide_rows && !paged) return {FLASHCORE_DECODE_TUNE};
+  if (d <= 128 && !wide_rows && kv == DecodeKv::kDense) return {FLASHCORE_DECODE_TUNE};
 #endif
-  if (d <= 128) return wide_rows ? DecodeShape{2, 4, 3, 16} : paged ? DecodeShape{1, 4, 3, 16} : DecodeShape{1, 8, 2, 16};
-  return {1, 4, 2, 16};
+  if (d > 128) return {1, 4, 2, 16};
+  if (wide_rows) return {2, 4, 3, 16};
+  return kv == DecodeKv::kSmallPages ? DecodeShape{1, 4, 3, 16} : DecodeShape{1, 8, 2, 16};
 }
 
 constexpr bool operator==(DecodeShape a, DecodeShape b) {
@@ -96,8 +114,8 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
   const int merge = 4 * s.warps * 16 * s.m_tiles * (head_dim_v + 4 + 2);
   return (ring > merge ? ring : merge) + (decode_swizzled_smem(head_dim_qk, head_dim_v) ? kDecodeSmemAlignSlack : 0);
 }
-constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows, bool paged) {
-  return decode_smem_bytes(head_dim_qk, head_dim_v, elem_bytes, decode_shape(head_dim_qk, head_dim_v, wide_rows, paged));
+constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes, bool wide_rows, DecodeKv kv) {
+  return decode_smem_bytes(head_dim_qk, head_dim_v, elem_bytes, decode_shape(head_dim_qk, head_dim_v, wide_rows, kv));
 }
 
 // The entry for parts with 99 KB per block (common/smem_budget.hpp): the table's own where it fits;
@@ -105,8 +123,8 @@ constexpr int decode_smem_bytes(int head_dim_qk, int head_dim_v, int elem_bytes,
 // (68 KB; on an H100, GQA 64/8 B8 S32k, 2804 GB/s against the entry's 2801 in one call, both with
 // padded tiles), d256 {1, 2, 2, 16} (72 KB; 2751 against 2853 at GQA 32/8 B8 S16k). Untimed on those
 // parts (the device tool lends H100 / H200 only).
-constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows, bool paged) {
-  DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows, paged);
+constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool wide_rows, DecodeKv kv) {
+  DecodeShape s = decode_shape(head_dim_qk, head_dim_v, wide_rows, kv);
   if (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes) s.stages = 2;
   while (decode_smem_bytes(head_dim_qk, head_dim_v, 2, s) > kCompactSmemBytes && s.warps > 1) s.warps /= 2;
   return s;
@@ -114,17 +132,17 @@ constexpr DecodeShape compact_decode_shape(int head_dim_qk, int head_dim_v, bool
 
 // Whether a launch takes the compact shape on a device allowing `smem_limit` bytes per block, and
 // the shape it takes.
-constexpr bool decode_compact(int head_dim_qk, int head_dim_v, bool wide_rows, bool paged, long long smem_limit) {
-  return decode_smem_bytes(head_dim_qk, head_dim_v, 2, wide_rows, paged) > smem_limit;
+constexpr bool decode_compact(int head_dim_qk, int head_dim_v, bool wide_rows, DecodeKv kv, long long smem_limit) {
+  return decode_smem_bytes(head_dim_qk, head_dim_v, 2, wide_rows, kv) > smem_limit;
 }
-constexpr DecodeShape decode_shape_for(int head_dim_qk, int head_dim_v, bool wide_rows, bool paged,
+constexpr DecodeShape decode_shape_for(int head_dim_qk, int head_dim_v, bool wide_rows, DecodeKv kv,
                                        long long smem_limit) {
-  return decode_compact(head_dim_qk, head_dim_v, wide_rows, paged, smem_limit)
-             ? compact_decode_shape(head_dim_qk, head_dim_v, wide_rows, paged)
-             : decode_shape(head_dim_qk, head_dim_v, wide_rows, paged);
+  return decode_compact(head_dim_qk, head_dim_v, wide_rows, kv, smem_limit)
+             ? compact_decode_shape(head_dim_qk, head_dim_v, wide_rows, kv)
+             : decode_shape(head_dim_qk, head_dim_v, wide_rows, kv);
 }
 
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_, bool kPaged_, bool kCompact_ = false>
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kWideRows_, DecodeKv kKv_, bool kCompact_ = false>
 struct DecodeTraits {
   using Element = Element_;
   static constexpr bool kTf32x3 = false;  // 16-bit inputs only (mma.m16n8k16)
@@ -132,10 +150,11 @@ struct DecodeTraits {
   static constexpr int kHeadDimQK = kHeadDimQK_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr bool kWideRows = kWideRows_;
-  static constexpr bool kPaged = kPaged_;  // K/V through a block table
+  static constexpr DecodeKv kKv = kKv_;
+  static constexpr bool kPaged = kKv != DecodeKv::kDense;  // K/V through a block table
   static constexpr bool kCompact = kCompact_;
-  static constexpr DecodeShape kShape = kCompact ? compact_decode_shape(kHeadDimQK, kHeadDimV, kWideRows, kPaged)
-                                                 : decode_shape(kHeadDimQK, kHeadDimV, kWideRows, kPaged);
+  static constexpr DecodeShape kShape = kCompact ? compact_decode_shape(kHeadDimQK, kHeadDimV, kWideRows, kKv)
+                                                 : decode_shape(kHeadDimQK, kHeadDimV, kWideRows, kKv);
   static constexpr int kWarps = kShape.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kStages = kShape.stages;
