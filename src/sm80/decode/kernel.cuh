@@ -409,19 +409,24 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_split_kernel(const At
   }
 }
 
-// Warps of a combine CTA (one CTA per row: token, query head, batch entry).
+// Warps of a combine CTA (one CTA per row: token, query head, batch entry), and the splits per warp
+// whose partials are loaded before the weights are formed.
 inline constexpr int kCombineWarps = 4;
+inline constexpr int kCombinePrefetch = 4;
 
 // o = sum_s exp(lse_s - lse) o_s, lse = log sum_s exp(lse_s) over the splits of one row (splits
 // that saw no key have lse_s = -inf and weight 0; a row no split saw gets o = 0, lse = -inf; a NaN
-// stays NaN). Warp 0 forms the weights into shared memory; then the warps take every
+// stays NaN). Warp 0 forms the weights into shared memory; the warps take every
 // kCombineWarps-th split, lanes covering the head dim in float4 chunks, so each thread has several
 // independent partial loads in flight (a row's splits walked by one warp one after another left a
-// B1 decode step waiting on ~30 dependent loads), and the warps' sums meet in shared memory.
+// B1 decode step waiting on ~30 dependent loads), and the warps' sums meet in shared memory. Each
+// warp's first kCombinePrefetch splits are loaded before the weights exist, so their loads and the
+// LSE reads are one round of memory latency rather than two.
 template <typename Element, int kHeadDimV>
 __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const AttentionParams p,
                                                                            const DecodeSplits splits) {
-  constexpr int kChunks = kHeadDimV / 4;  // float4 columns of a row
+  constexpr int kChunks = kHeadDimV / 4;            // float4 columns of a row
+  constexpr int kLaneChunks = (kChunks + 31) / 32;  // of them per lane
   __shared__ float weight[kMaxSplits];
   __shared__ float row_lse;
   __shared__ float4 warp_sum[kCombineWarps][kChunks];
@@ -432,6 +437,19 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   ptx::wait_for_previous_grid();  // a programmatic dependent of the split grid (launch_decode_traits)
   const int64_t row0 = splits.row(p, 0, head, b, seq.q_start, i);
   const int64_t split_step = int64_t(p.heads_q) * splits.token_rows;
+  const auto partial_chunk = [&](int split, int chunk) {
+    return *reinterpret_cast<const float4*>(splits.o_partial + (row0 + split * split_step) * kHeadDimV + 4 * chunk);
+  };
+
+  // Partials of this warp's first splits, loaded alongside the LSE reads below.
+  float4 early[kCombinePrefetch][kLaneChunks];
+#pragma unroll
+  for (int j = 0; j < kCombinePrefetch; ++j)
+#pragma unroll
+    for (int c = 0; c < kLaneChunks; ++c) {
+      const int split = warp + j * kCombineWarps, chunk = lane + 32 * c;
+      early[j][c] = split < splits.count && chunk < kChunks ? partial_chunk(split, chunk) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
 
   if (warp == 0) {
     float max_lse = -INFINITY;
@@ -453,12 +471,23 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   }
   __syncthreads();
 
-  for (int chunk = lane; chunk < kChunks; chunk += 32) {
+#pragma unroll
+  for (int c = 0; c < kLaneChunks; ++c) {
+    const int chunk = lane + 32 * c;
+    if (chunk >= kChunks) break;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int s = warp; s < splits.count; s += kCombineWarps) {
+#pragma unroll
+    for (int j = 0; j < kCombinePrefetch; ++j) {
+      const int s = warp + j * kCombineWarps;
+      if (s >= splits.count) break;
       const float w = weight[s];
-      const float4 os = *reinterpret_cast<const float4*>(splits.o_partial + (row0 + s * split_step) * kHeadDimV + 4 * chunk);
+      o.x = fmaf(w, early[j][c].x, o.x), o.y = fmaf(w, early[j][c].y, o.y);
+      o.z = fmaf(w, early[j][c].z, o.z), o.w = fmaf(w, early[j][c].w, o.w);
+    }
+#pragma unroll 4
+    for (int s = warp + kCombinePrefetch * kCombineWarps; s < splits.count; s += kCombineWarps) {
+      const float w = weight[s];
+      const float4 os = partial_chunk(s, chunk);
       o.x = fmaf(w, os.x, o.x), o.y = fmaf(w, os.y, o.y), o.z = fmaf(w, os.z, o.z), o.w = fmaf(w, os.w, o.w);
     }
     warp_sum[warp][chunk] = o;
