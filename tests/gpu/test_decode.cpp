@@ -131,12 +131,12 @@ TEST_P(DecodeSweep, PagedCacheMatchesFp64Reference) {
   }
 }
 
-// A dense cache read through a batch index, left padding (alone and with a paged cache), ALiBi and
-// windows counted from the padded start.
+// A dense cache read through a batch index, left padding (alone and with small and large pages),
+// ALiBi and windows counted from the padded start.
 TEST_P(DecodeSweep, BatchIndexAndLeftPaddingMatchFp64Reference) {
   const Variant v = GetParam();
   FC_REQUIRE_DECODE_VARIANT(v);
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     TestCase c = decode_case(v, 700u + uint64_t(variant));
     c.batch = 3;
     c.seqlen_q = variant == 3 ? 4 : 1;
@@ -149,6 +149,7 @@ TEST_P(DecodeSweep, BatchIndexAndLeftPaddingMatchFp64Reference) {
     if (variant == 1) c.kv_batch_index = true, c.alibi = AlibiLayout::kPerHead;
     if (variant == 2) c.page_size = 16, c.causal = true, c.window_left = 100;
     if (variant == 3) c.page_size = 64, c.causal = true, c.num_splits = 4;
+    if (variant == 4) c.page_size = 128, c.num_splits = 3;  // one token: the large pages' tile
     expect_decode_matches(c);
   }
 }
