@@ -46,6 +46,8 @@ struct DecodeShape {
 // With pages in table order (the dense layout) the 8-warp tiles read pages of 16 at 3049-3054 (B8
 // S32k): what they lose at random small pages is the pages' scatter, not the lookups, and more
 // stages do not win it back; the 4-warp tiles lose less of it (two CTAs per SM, 2992 in order).
+// Pages of 32 rows, 4-warp / 8-warp tile, same four columns: 2953-2959 / 2972-2973, 3062 / 3058,
+// 3029 / 3019-3021, 3036-3039 / 3034: a tie, so kLargePageRows stays at 64.
 // Earlier, H200 with padded tiles (109 KB), dense / paged 4-warp entries, same columns as above:
 //   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859
 //   {1, 8, 3, 16} 1700 / 3666 / 3880 / 4028 / 2958 / 4014   (209 KB: not on the A100)
