@@ -164,13 +164,17 @@ FC_HOST_DEVICE KvRowLocation kv_row_location(const AttentionParams& p, int b, in
   return {kv_b, row};
 }
 
-// Element offset of that row's KV head h in k or v (their strides passed in). Varlen K/V without
-// pages has no batch axis.
+// Element offset of a located row's KV head h in k or v (their strides passed in); `packed`: varlen
+// K/V without pages, which has no batch axis.
+FC_HOST_DEVICE int64_t kv_location_offset(KvRowLocation at, bool packed, int64_t batch_stride, int64_t seq_stride,
+                                          int64_t head_stride, int h) {
+  return (packed ? 0 : at.batch * batch_stride) + at.row * seq_stride + int64_t(h) * head_stride;
+}
+// The same for key row `row` of batch entry b.
 FC_HOST_DEVICE int64_t kv_row_offset(const AttentionParams& p, int64_t batch_stride, int64_t seq_stride,
                                      int64_t head_stride, int b, int64_t row, int h) {
-  const KvRowLocation at = kv_row_location(p, b, row);
   const bool packed = p.cu_seqlens_k != nullptr && p.block_table == nullptr;
-  return (packed ? 0 : at.batch * batch_stride) + at.row * seq_stride + int64_t(h) * head_stride;
+  return kv_location_offset(kv_row_location(p, b, row), packed, batch_stride, seq_stride, head_stride, h);
 }
 
 // `rule` (its window bounds) applied to a sequence of the given lengths: the diagonal follows the

@@ -72,9 +72,9 @@ FC_DEVICE void store_paged_row(longlong2* slot, const AttentionParams& p, const 
   if (int(threadIdx.x) >= Traits::kBlockN) return;
   longlong2 at = make_longlong2(-1, -1);
   if (f.row >= 0) {
-    const int64_t page = pages.page_of(f.entry);
-    at.x = page * p.k_batch_stride + int64_t(f.row) * p.k_seq_stride + int64_t(head_kv) * p.k_head_stride;
-    at.y = page * p.v_batch_stride + int64_t(f.row) * p.v_seq_stride + int64_t(head_kv) * p.v_head_stride;
+    const attn::KvRowLocation loc{pages.page_of(f.entry), f.row};
+    at.x = attn::kv_location_offset(loc, false, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, head_kv);
+    at.y = attn::kv_location_offset(loc, false, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, head_kv);
   }
   slot[threadIdx.x] = at;
 }
@@ -614,8 +614,8 @@ Status launch_decode_shape(const AttentionParams& p, int device, int sm_count, b
 
 // More than 16 packed rows per KV head take the 32-row tiles (tile_config.hpp, wide_rows); paged
 // caches their own shapes. Large pages compile a kernel of their own only where their shape (the
-// entry, or the compact one on the 99 KB parts) differs from small pages'; elsewhere they run the
-// small pages' kernel, which then has their shape.
+// entry, or the compact one on the 99 KB parts: d96) differs from small pages'; elsewhere they run
+// the small pages' kernel, which then has their shape.
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_decode(const AttentionParams& p, int device, int sm_count, bool compact, cudaStream_t stream) {
   const int64_t rows = int64_t(p.seqlen_q) * (p.heads_q / p.heads_kv);
