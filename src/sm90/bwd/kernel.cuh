@@ -86,8 +86,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(&smem.do_full[s], 1);
       ptx::mbarrier_init(&smem.q_empty[s], Traits::kConsumerWarps);
     }
-    ptx::mbarrier_init(&smem.dq_full, Traits::kConsumerWarps);
+    ptx::mbarrier_init(&smem.dq_full, Traits::kDqWriterWarps);
     ptx::mbarrier_init(&smem.dq_empty, 1);
+    ptx::mbarrier_init(&smem.ds_half[0], 128);
+    ptx::mbarrier_init(&smem.ds_half[1], 128);
     ptx::mbarrier_init_fence();
   }
   __syncthreads();

@@ -12,16 +12,22 @@
 //   do_full[s]    producer -> consumers   dO of the step landed (1 + bytes)
 //   q_empty[s]    consumers -> producer   every consumer warp's GEMMs that read Q and dO of stage s
 //                                         completed (kConsumerWarps arrivals)
-//   dq_full       consumers -> writer     every consumer warp wrote its part of the step's dQ
-//                                         partial and fenced it for the async proxy (8 arrivals)
+//   dq_full       heavy warpgroup        its four warps wrote the step's dQ partial and fenced it
+//                 -> writer               for the async proxy (4 arrivals)
 //   dq_empty      writer -> consumers     the reduce-adds finished reading the partial (1)
-// Named barrier kDsReady (the 256 consumer threads): both warpgroups wrote the step's dS^T (and,
-// kColSplit, P^T), which each reads whole for its share of dQ (and of dK, dV). dS^T (P^T) has two
-// buffers: a warpgroup past step i's barrier may write step i + 1's while the other still runs step
-// i's GEMMs, but not step i - 1's (it waited for those GEMMs before reaching step i's barrier).
-// Named barriers kPReady and kDsSent (kRoleSplit): warpgroup 0 wrote the
-// step's P^T (warpgroup 1 waits), warpgroup 1 wrote its dS^T (warpgroup 0 waits); run_role_split
-// says why the two buffers suffice.
+//   ds_half[b]    light -> heavy          the light warpgroup of step i (b = i % 2) wrote its dS
+//                 warpgroup               half and fenced it (128 arrivals)
+// Heavy and light steps (not kColSplit): both warpgroups write their dS half every step; warpgroup
+// i % 2 (heavy) waits for the other's half and computes the step's whole dQ partial, the other
+// (light) signals and goes on. So the two alternate 6 and 4 GEMMs a step and their elementwise
+// phases drift apart instead of meeting at a barrier every step. ds_half is an mbarrier rather than
+// a named barrier's arrive / sync so that racecheck sees the order between the two warpgroups'
+// stores to the dQ staging tile. dS has two buffers: the light warpgroup writes step i's into
+// buffer i % 2 after it met step i - 1's handoff as the heavy one, which the other warpgroup sent
+// after its heavy step i - 2 (the last reader of that buffer) retired.
+// Named barrier kDsReady (the 256 consumer threads): rows zeroed for the wgmma reads of both
+// warpgroups; kColSplit (score-mod calls), both warpgroups wrote the step's dS^T and P^T, which
+// each reads whole for its column half of dK, dV (two buffers, as above).
 // Producer, writer and consumers walk the same steps (BwdWalk), so their ring positions agree
 // without other communication.
 #pragma once
@@ -247,16 +253,16 @@ struct BwdConsumer {
   }
   // kColSplit: the step's P^T tile (after its dS^T tile in the ds buffer).
   FC_DEVICE uint32_t p_tile(int ds_buffer) const { return ptx::smem_addr(smem.ds[ds_buffer]) + kBlockN * kBlockM * 2; }
-  // dQ (this warpgroup's share) over the block's kBlockN keys; 16 keys per k-step.
-  // kDqTransposed: dQ^T (dQ's 64-column chunk w as rows, the step's queries as columns) = K^T dS^T,
-  // A = K's chunk w read MN-major (2048 bytes per k-step), B = dS read K-major from the ds buffer
+  // Chunk `chunk` (0, 1) of the step's dQ over the block's kBlockN keys; 16 keys per k-step.
+  // kDqTransposed: dQ^T (dQ's 64-column chunk as rows, the step's queries as columns) = K^T dS^T,
+  // A = K's chunk read MN-major (2048 bytes per k-step), B = dS read K-major from the ds buffer
   // (32 bytes per k-step inside a 64-key chunk).
-  // Otherwise dQ = dS K: A = dS^T read MN-major from the ds buffer, B = K read MN-major (as V in the
-  // forward's P V), 2048 bytes per k-step each.
-  __device__ void issue_dq(float* dq, int ds_buffer) const {
+  // Otherwise dQ = dS K for the chunk's 64 query rows: A = dS^T read MN-major from the ds buffer,
+  // B = K read MN-major (as V in the forward's P V), 2048 bytes per k-step each.
+  __device__ void issue_dq(float* dq, int ds_buffer, int chunk) const {
     if constexpr (Traits::kDqTransposed) {
       constexpr uint32_t kKChunkBytes = kBlockN * kRowBytes, kDsChunkBytes = kBlockM * kRowBytes;
-      uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(smem.k) + warpgroup * kKChunkBytes, kKChunkBytes, 1024);
+      uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(smem.k) + chunk * kKChunkBytes, kKChunkBytes, 1024);
       uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(smem.ds[ds_buffer]), 16, 1024);
       ptx::opaque(desc_a);
       ptx::opaque(desc_b);
@@ -270,8 +276,8 @@ struct BwdConsumer {
     }
     constexpr int kCols = Traits::kDqCols;
     constexpr uint32_t kChunkBytes = kBlockN * kRowBytes;  // one 64-column chunk of a kBlockN-row tile
-    const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? warpgroup * kChunkBytes : 0);
-    const uint32_t b = ptx::smem_addr(smem.k) + (Traits::kDqSplitRows ? 0 : warpgroup) * kChunkBytes;
+    const uint32_t a = ptx::smem_addr(smem.ds[ds_buffer]) + (Traits::kDqSplitRows ? chunk * kChunkBytes : 0);
+    const uint32_t b = ptx::smem_addr(smem.k) + (Traits::kDqSplitRows ? 0 : chunk) * kChunkBytes;
     uint64_t desc_a = ptx::make_smem_desc(a, kChunkBytes, 1024);
     uint64_t desc_b = ptx::make_smem_desc(b, kChunkBytes, 1024);
     ptx::opaque(desc_a);
@@ -402,16 +408,18 @@ struct BwdConsumer {
     }
   }
 
-  // This warpgroup's dQ share into the fp32 staging tile, [kDqk/32][kBlockM][32] floats with the
+  // dQ's chunk `chunk` into the fp32 staging tile, [kDqk/32][kBlockM][32] floats with the
   // 128-byte swizzle (16-byte unit u of row r at u ^ (r % 8)). A 64-bit store is served per half
   // warp; there the quads g and g ^ 1 would write the same two units of adjacent rows (2-way
   // conflict), so odd quads store column block j ^ 2 of the chunk when even ones store block j.
   // kDqTransposed: the block in fragment order (backward/dq_tile.hpp): elements 4 j .. 4 j + 3 at
-  // floats 4 (256 j + tid), so each 16-byte store of a warp covers 512 contiguous bytes.
-  __device__ void store_dq(const float* dq) const {
+  // floats 4 (256 j + tid), tid = 128 chunk + this thread's index in its warpgroup (the thread of
+  // warpgroup `chunk` that held these elements when each warpgroup computed its own chunk), so each
+  // 16-byte store of a warp covers 512 contiguous bytes.
+  __device__ void store_dq(const float* dq, int chunk) const {
     const uint32_t base = ptx::smem_addr(smem.dq);
     if constexpr (Traits::kDqTransposed) {
-      const uint32_t thread = base + 16 * (128 * warpgroup + 32 * warp + lane);
+      const uint32_t thread = base + 16 * (128 * chunk + 32 * warp + lane);
 #pragma unroll
       for (int j = 0; j < Traits::kAccDq / 4; ++j) {
         ptx::st_shared_f32x4(thread + 16 * backward::kDqTileThreads * j, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2],
@@ -421,8 +429,8 @@ struct BwdConsumer {
     }
     const int g = lane / 4, t = lane % 4;
     const bool swap = g & 1;
-    const int row0 = (Traits::kDqSplitRows ? 64 * warpgroup : 0) + 16 * warp + g;
-    const int col0 = (Traits::kDqSplitRows ? 0 : 64 * warpgroup) + 2 * t;
+    const int row0 = (Traits::kDqSplitRows ? 64 * chunk : 0) + 16 * warp + g;
+    const int col0 = (Traits::kDqSplitRows ? 0 : 64 * chunk) + 2 * t;
 #pragma unroll
     for (int i = 0; i < Traits::kAccDq; i += 2) {
       const int block = i >> 2, r = acc_row(i);
@@ -534,30 +542,44 @@ struct BwdConsumer {
       } else {
         score_grads<true>(dp, p16, dcap16, ds16, stage.index, m0);
       }
-      // dK += dS^T Q (A from registers, B read MN-major from the stage) while the warpgroups meet,
-      // and (kDkBeforeDsStore) while dS^T goes to shared memory.
+      // dK += dS^T Q (A from registers, B read MN-major from the stage), and (kDkBeforeDsStore)
+      // while dS^T goes to shared memory.
       if constexpr (!Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       ptx::wgmma_fence();
       gemm_rs_accumulate<Traits::kDkCols, kBlockM, kType>(
           dk, ds16, ptx::smem_addr(smem.q[stage.index]) + half_offset(kBlockM, Traits::kDkCols));
       ptx::wgmma_commit();
       if constexpr (Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
-      // Both warpgroups' dS^T written (generic stores, read by wgmma through the async proxy).
+      // This warpgroup's dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
-      ptx::named_barrier_sync(kDsReadyBarrier, 256);
-      // dV += P^T dO retired (dK may still run): P^T's registers are free before dQ's accumulator.
-      ptx::wgmma_wait<1>();
+      if ((step & 1) != warpgroup) {
+        // A light step: hand the dS half over and go on once dV and dK retire.
+        ptx::mbarrier_arrive(&smem.ds_half[step & 1]);
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers<Traits::kAccDv>(dv);
+        ptx::fence_registers<Traits::kAccDk>(dk);
+        ptx::fence_registers<kRegsP>(p16);
+        ptx::fence_registers<kRegsP>(ds16);
+        if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);  // Q, dO read for the last time
+        continue;
+      }
+      // A heavy step: the other half of dS, then the whole dQ partial. dV and dK retire first, so
+      // dQ's two chunks take the registers P^T and dS^T held (ptxas serializes the wgmmas if dK
+      // and the second chunk are in flight together).
+      ptx::mbarrier_wait(&smem.ds_half[step & 1], (step >> 1) & 1);
+      ptx::wgmma_wait<0>();
       ptx::fence_registers<Traits::kAccDv>(dv);
+      ptx::fence_registers<Traits::kAccDk>(dk);
       ptx::fence_registers<kRegsP>(p16);
-      float dq[Traits::kAccDq];
-      issue_dq(dq, ds_buffer);
+      ptx::fence_registers<kRegsP>(ds16);
+      float dq[2 * Traits::kAccDq];
+      ptx::wgmma_fence();
+      issue_dq(dq, ds_buffer, 0);
+      issue_dq(dq + Traits::kAccDq, ds_buffer, 1);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
-      ptx::fence_registers<Traits::kAccDq>(dq);
-      ptx::fence_registers<Traits::kAccDk>(dk);
-      ptx::fence_registers<kRegsP>(ds16);
-      // Q and dO of this stage are read for the last time.
-      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
+      ptx::fence_registers<2 * Traits::kAccDq>(dq);
+      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);  // Q, dO read for the last time
       send_dq(dq, dq_phase);
     }
   }
@@ -676,11 +698,12 @@ struct BwdConsumer {
     if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage]);
   }
 
-  // One step's dQ share into the staging tile (free once the previous step's reduce-adds read it),
-  // then to the writer.
+  // A heavy step's dQ partial (both chunks) into the staging tile, free once the previous step's
+  // reduce-adds read it, then to the writer.
   __device__ void send_dq(const float* dq, uint32_t dq_phase) const {
     ptx::mbarrier_wait(&smem.dq_empty, dq_phase ^ 1u);
-    store_dq(dq);
+    store_dq(dq, 0);
+    store_dq(dq + Traits::kAccDq, 1);
     ptx::fence_proxy_async_smem();  // these stores -> the reduce-adds (async proxy)
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(&smem.dq_full);

@@ -6,15 +6,17 @@
 // keys [64 w, 64 w + 64): per step it computes S^T = K Q^T and dP^T = V dO^T for them (wgmma, keys
 // as M), so P^T and dS^T leave the accumulators straight as the A operand of dV += P^T dO and
 // dK += dS^T Q; dK and dV stay in registers for the whole walk. dS also goes to shared memory, where
-// both warpgroups read it for dQ: kBlockM = 80 (d96, d128) computes dQ^T = K^T dS^T, warpgroup w
-// taking dQ's 64-column chunk w of the padded Dqk as the M of the GEMM (dS stored query-major, the
-// N = 80 queries); kBlockM = 128 (d64) computes dQ = dS K, warpgroup w taking query rows
-// [64 w, 64 w + 64) (dS^T stored key-major). Either way each operand starts on a 64-column chunk.
+// one warpgroup a step (heavy and light steps alternate, mainloop.cuh) reads both halves for the
+// step's dQ, in two chunks: kBlockM = 80 (d96, d128) computes dQ^T = K^T dS^T, chunk c being dQ's
+// 64-column chunk c of the padded Dqk as the M of the GEMM (dS stored query-major, the N = 80
+// queries); kBlockM = 128 (d64) computes dQ = dS K, chunk c being query rows [64 c, 64 c + 64) (dS^T
+// stored key-major). Either way each operand starts on a 64-column chunk.
 //
 // Registers per consumer thread: dK + dV = (Dqk + Dv) / 2 fp32 for the whole walk; per step S^T
-// and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each), dQ's share (kBlockM / 2
-// or Dqk / 2 fp32). d128 at kBlockM 80: 128 + 40 + 40 + 20 + 20, then 40 for dQ^T once S^T, dP^T
-// and P^T are spent; dQ^T leaves in the accumulator's own order (backward/dq_tile.hpp).
+// and dP^T (kBlockM / 2 fp32 each), P^T and dS^T packed (kBlockM / 4 each); on a heavy step dQ's two
+// chunks (kBlockM / 2 or Dqk / 2 fp32 each) once dV and dK retired. d128 at kBlockM 80: 128 + 40 +
+// 40 + 20 + 20, then 2 x 40 for dQ^T; dQ^T leaves in the accumulator's own order
+// (backward/dq_tile.hpp).
 //
 // Above 128 (col_split: d256) whole dK, dV rows of 64 keys would be 256 fp32 per thread, so both
 // warpgroups take the same kBlockN = 64 keys and each keeps a column half of dK and dV, and the
@@ -86,8 +88,8 @@ struct BwdTraits {
   static constexpr bool kRoleSplit = kDqPass;
   static constexpr int kThreads = kBwdThreads;
   static constexpr int kConsumerWarps = 4 * kBwdConsumerWarpgroups;
-  // dQ's split between the warpgroups (not kDqPass): by query rows (kBlockM 128: dQ = dS K) or by
-  // 64-column chunks as the M of dQ^T = K^T dS^T (kBlockM 80, whose queries are no whole wgmma M).
+  // dQ's two chunks (not kDqPass): query rows (kBlockM 128: dQ = dS K) or 64-column chunks as the M
+  // of dQ^T = K^T dS^T (kBlockM 80, whose queries are no whole wgmma M).
   static constexpr bool kDqSplitRows = kBlockM == 128;
   static constexpr bool kDqTransposed = kTile.dq_transposed();
   // dP^T = V dO^T runs under the P^T math when S^T and dP^T fit the registers together (kBlockM 64,
@@ -98,11 +100,14 @@ struct BwdTraits {
   // after. H100, same-call TFLOPS (kBlockM 64): d128 fp16 S16k 510 -> 529, bf16 B4 S4k 456 -> 475;
   // but d64 bf16 S16k 485 -> 474 and causal B4 S4k 347 -> 323, so not at kBlockM 128.
   static constexpr bool kDkBeforeDsStore = kDqTransposed;
+  // Consumer warps that store a step's dQ partial (the dq_full barrier's arrivals): the heavy
+  // warpgroup's (mainloop.cuh).
+  static constexpr int kDqWriterWarps = 4;
 
   static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
   static constexpr int kDvPad = (kDv + 63) / 64 * 64;
-  // dQ's columns per consumer warpgroup (the wgmma N of dQ = dS K).
+  // dQ's columns per chunk (the wgmma N of dQ = dS K).
   static constexpr int kDqCols = kDqSplitRows ? kDqkPad : kDqkPad / 2;
   // Queries of a step whose S^T / dP^T a warpgroup computes (the N of those GEMMs).
   static constexpr int kSQueries = kColSplit ? kBlockM / 2 : kBlockM;
@@ -120,7 +125,7 @@ struct BwdTraits {
   // Per consumer thread.
   static constexpr int kAccDk = kDkCols / 2;
   static constexpr int kAccDv = kDvCols / 2;
-  static constexpr int kAccDq = kDqTransposed ? kBlockM / 2 : kDqCols / 2;  // 64 x kBlockM or 64 x kDqCols
+  static constexpr int kAccDq = kDqTransposed ? kBlockM / 2 : kDqCols / 2;  // a chunk: 64 x kBlockM or 64 x kDqCols
 
   struct alignas(1024) SharedStorage {
     alignas(1024) uint16_t k[kBlockN * kDqkPad];  // [Dqk/64][kBlockN][64], swizzled
@@ -146,6 +151,7 @@ struct BwdTraits {
     uint64_t q_full[kStages], q_empty[kStages];
     uint64_t do_full[kStages];
     uint64_t dq_full, dq_empty;
+    uint64_t ds_half[2];
   };
   // Dynamic shared memory is only guaranteed 16-byte aligned: ask for 1 KiB of slack and align.
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
@@ -158,7 +164,7 @@ struct BwdTraits {
                 "query rows per step: whole k16 steps of dV, dK (dQ^T), or whole wgmma M halves (dQ = dS K)");
   static_assert(kBlockM <= backward::kBwdRowPad && kBlockM % backward::kRowAlign == 0,
                 "a query block stays inside the workspace rows of its sequence (backward::padded_rows)");
-  static_assert(kDqCols % 32 == 0, "each warpgroup stores whole 32-column boxes of dQ");
+  static_assert(kDqCols % 32 == 0, "each chunk is whole 32-column boxes of dQ");
   static_assert(!kDqTransposed || (kDqkPad == backward::kDqTileCols && kConsumerWarps * 32 == backward::kDqTileThreads),
                 "the fragment-ordered dQ block: 128 columns, 256 consumer threads");
   static_assert(kDqSplitRows || kColSplit || kDqkPad == 128, "the column split gives each warpgroup one 64-column chunk");
@@ -178,7 +184,7 @@ constexpr size_t bwd_smem_bytes(int dqk, int dv) {
   // col_split: a stub, then 128-byte alignment; dq_transposed: the block of the padded columns.
   const size_t dq_tile = t.col_split ? 128 : size_t(t.block_m) * (t.dq_transposed() ? dqk_pad : size_t(dqk)) * 4;
   const size_t stats = 2 * size_t(t.stages) * ((t.block_m + 31) / 32 * 32) * 4;  // lse2, row_d
-  const size_t barriers = 8 * (3 + 3 * size_t(t.stages));
+  const size_t barriers = 8 * (5 + 3 * size_t(t.stages));
   return (tiles + dq_tile + stats + barriers + 1023) / 1024 * 1024 + 1024;
 }
 
