@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     float* dq_acc = ws.dq_accum + (ws_row0 + dq_row + g) * Traits::kHeadDimQK + dq_col + 2 * t;  // == ws.dq_row_stride
 #pragma unroll
-    for (int nt = 0; nt < Traits::kDqNTiles; ++nt) backward::add_dq_fragment(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], t);
+    for (int nt = 0; nt < Traits::kDqNTiles; nt += 2)
+      backward::add_dq_fragments(dq_acc + nt * 8, Traits::kHeadDimQK, acc_dq[nt], acc_dq[nt + 1], t);
     if (bp.deterministic) pass_turn(turn_counter);
   }
 
