@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     ptx::mbarrier_init(&smem.dq_full, Traits::kDqWriterWarps);
     ptx::mbarrier_init(&smem.dq_empty, 1);
-    ptx::mbarrier_init(&smem.ds_half[0], 128);
-    ptx::mbarrier_init(&smem.ds_half[1], 128);
+    ptx::mbarrier_init(&smem.ds_half[0], kWarpgroupThreads);
+    ptx::mbarrier_init(&smem.ds_half[1], kWarpgroupThreads);
     ptx::mbarrier_init_fence();
   }
   __syncthreads();

@@ -16,7 +16,7 @@
 //                 -> writer               for the async proxy (4 arrivals)
 //   dq_empty      writer -> consumers     the reduce-adds finished reading the partial (1)
 //   ds_half[b]    light -> heavy          the light warpgroup of step i (b = i % 2) wrote its dS
-//                 warpgroup               half and fenced it (128 arrivals)
+//                 warpgroup               half and fenced it (kWarpgroupThreads arrivals)
 // Heavy and light steps (not kColSplit): both warpgroups write their dS half every step; warpgroup
 // i % 2 (heavy) waits for the other's half and computes the step's whole dQ partial, the other
 // (light) signals and goes on. So the two alternate 6 and 4 GEMMs a step and their elementwise
@@ -552,26 +552,21 @@ struct BwdConsumer {
       if constexpr (Traits::kDkBeforeDsStore) store_ds(ds16, ds_buffer);
       // This warpgroup's dS^T written (generic stores, read by wgmma through the async proxy).
       ptx::fence_proxy_async_smem();
-      if ((step & 1) != warpgroup) {
-        // A light step: hand the dS half over and go on once dV and dK retire.
-        ptx::mbarrier_arrive(&smem.ds_half[step & 1]);
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers<Traits::kAccDv>(dv);
-        ptx::fence_registers<Traits::kAccDk>(dk);
-        ptx::fence_registers<kRegsP>(p16);
-        ptx::fence_registers<kRegsP>(ds16);
-        if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);  // Q, dO read for the last time
-        continue;
-      }
-      // A heavy step: the other half of dS, then the whole dQ partial. dV and dK retire first, so
-      // dQ's two chunks take the registers P^T and dS^T held (ptxas serializes the wgmmas if dK
-      // and the second chunk are in flight together).
-      ptx::mbarrier_wait(&smem.ds_half[step & 1], (step >> 1) & 1);
+      // A light step hands its dS half over and goes on; the heavy one (warpgroup step % 2) computes
+      // the step's whole dQ partial below. dV and dK retire first either way: Q and dO are then
+      // read for the last time (dQ reads K and dS), and on a heavy step dQ's two chunks take the
+      // registers P^T and dS^T held (ptxas serializes the wgmmas if dK and the second chunk are in
+      // flight together).
+      const bool heavy = (step & 1) == warpgroup;
+      if (!heavy) ptx::mbarrier_arrive(&smem.ds_half[step & 1]);
       ptx::wgmma_wait<0>();
       ptx::fence_registers<Traits::kAccDv>(dv);
       ptx::fence_registers<Traits::kAccDk>(dk);
       ptx::fence_registers<kRegsP>(p16);
       ptx::fence_registers<kRegsP>(ds16);
+      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);
+      if (!heavy) continue;
+      ptx::mbarrier_wait(&smem.ds_half[step & 1], (step >> 1) & 1);  // the other dS half
       float dq[2 * Traits::kAccDq];
       ptx::wgmma_fence();
       issue_dq(dq, ds_buffer, 0);
@@ -579,7 +574,6 @@ struct BwdConsumer {
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers<2 * Traits::kAccDq>(dq);
-      if (lane == 0) ptx::mbarrier_arrive(&smem.q_empty[stage.index]);  // Q, dO read for the last time
       send_dq(dq, dq_phase);
     }
   }

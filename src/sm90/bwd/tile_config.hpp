@@ -68,7 +68,8 @@ static_assert(kDqPassTile.block_n == BwdTile{64, 2, true}.block_n(),
               "the dQ pass reads K and V through the main kernel's maps, whose boxes are its block_n rows");
 
 inline constexpr int kBwdConsumerWarpgroups = 2;
-inline constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
+inline constexpr int kWarpgroupThreads = 128;
+inline constexpr int kBwdThreads = kWarpgroupThreads * (1 + kBwdConsumerWarpgroups);
 inline constexpr int kBwdProducerRegs = 24;
 inline constexpr int kBwdConsumerRegs = 240;
 
@@ -102,7 +103,7 @@ struct BwdTraits {
   static constexpr bool kDkBeforeDsStore = kDqTransposed;
   // Consumer warps that store a step's dQ partial (the dq_full barrier's arrivals): the heavy
   // warpgroup's (mainloop.cuh).
-  static constexpr int kDqWriterWarps = 4;
+  static constexpr int kDqWriterWarps = kWarpgroupThreads / 32;
 
   static constexpr int kRowBytes = 128;  // one row of a 64-column swizzled chunk
   static constexpr int kDqkPad = (kDqk + 63) / 64 * 64;
