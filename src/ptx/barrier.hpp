@@ -82,6 +82,16 @@ FC_DEVICE uint32_t ld_shared_b32(uint32_t addr) {
   return value;
 }
 
+// 16 bytes at shared-window address `addr` (16-byte aligned); volatile as ld_shared_b32.
+FC_DEVICE uint4 ld_shared_b128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 // Generic-proxy writes to shared memory made visible to the async proxy (TMA store, wgmma reads).
 FC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 

@@ -18,6 +18,14 @@
 
 namespace flashcore::sm90::bwd {
 
+// Row 0 of this CTA's sequence in dk or dv (its rows: keys of the sequence).
+template <typename Element, class Walk>
+FC_DEVICE Element* sequence_rows(void* tensor, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
+                                 const AttentionParams& p, const Walk& walk) {
+  return static_cast<Element*>(tensor) + attn::token_offset(p.cu_seqlens_k != nullptr, batch_stride, seq_stride,
+                                                            head_stride, walk.batch, walk.seq.k_start, walk.head_kv);
+}
+
 // dK (times the softmax scale) and dV of this warpgroup's 64 keys (kColSplit: its column halves of
 // the block's 64 keys) from the accumulators (rows = keys), 0 for keys no query sees; columns past
 // the call's head dims (a padded call) are not its own.
@@ -27,13 +35,10 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
   using Element = typename Traits::Element;
   const AttentionParams& p = bp.forward;
   const int g = lane / 4, t = lane % 4;
-  const bool packed_k = p.cu_seqlens_k != nullptr;
-  Element* dk_base = static_cast<Element*>(bp.dk) + attn::token_offset(packed_k, bp.dk_batch_stride, bp.dk_seq_stride,
-                                                                       bp.dk_head_stride, walk.batch, walk.seq.k_start,
-                                                                       walk.head_kv);
-  Element* dv_base = static_cast<Element*>(bp.dv) + attn::token_offset(packed_k, bp.dv_batch_stride, bp.dv_seq_stride,
-                                                                       bp.dv_head_stride, walk.batch, walk.seq.k_start,
-                                                                       walk.head_kv);
+  Element* const dk_base =
+      sequence_rows<Element>(bp.dk, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, p, walk);
+  Element* const dv_base =
+      sequence_rows<Element>(bp.dv, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, p, walk);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = walk.n0 + (Traits::kColSplit ? 0 : 64 * warpgroup) + 16 * warp + g + 8 * r;  // within the sequence
@@ -59,6 +64,54 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
       }
     }
   }
+}
+
+// Not kColSplit: the same through shared memory, so that each warp writes whole rows with 16-byte
+// stores (from the accumulators a warp store covers 8 rows x 16 bytes). The staging tile is this
+// warpgroup's 64 rows of the V tile, [Dv/64][64 rows][64] with the 128-byte swizzle (16-byte unit u
+// of row r at u ^ (r % 8)): only this warpgroup's dP^T GEMMs read those rows, and they retired with
+// its walk. dV goes first, then dK through the same rows (Dqk = Dv in these tiles).
+template <class Traits>
+FC_DEVICE void store_dk_dv_staged(typename Traits::SharedStorage& smem, const BackwardParams& bp,
+                                  const BwdKernelArgs& args, const BwdWalk<Traits>& walk, int warpgroup, int warp,
+                                  int lane, const float* dk, const float* dv) {
+  static_assert(!Traits::kColSplit && Traits::kDqk == Traits::kDv, "one 64-row staging tile per warpgroup");
+  using Element = typename Traits::Element;
+  constexpr int kCols = Traits::kDv, kUnitsPerRow = kCols / 8, kChunkBytes = Traits::kBlockN * 128;
+  const AttentionParams& p = bp.forward;
+  const int barrier = kEpilogueBarrier + warpgroup;
+  const uint32_t tile = ptx::smem_addr(smem.v) + uint32_t(64 * warpgroup * 128);
+  const int key0 = walk.n0 + 64 * warpgroup;  // the tile's first row, within the sequence
+  const int thread = 32 * warp + lane;
+  auto unit_addr = [&](int row, int unit) {  // unit: 16-byte unit of the row, 0 .. kUnitsPerRow - 1
+    return tile + uint32_t((unit / 8) * kChunkBytes + row * 128 + (((unit % 8) ^ (row % 8)) * 16));
+  };
+  auto stage_and_store = [&](const float* acc, float scale, Element* base, int64_t seq_stride, int head_dim) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < kCols / 2; i += 2) {
+      const int row = 16 * warp + g + 8 * acc_row(i), col = acc_col(i, t);
+      ptx::st_shared_b32(unit_addr(row, col / 8) + 4 * t,
+                         ElementTraits<Element>::pack(acc[i] * scale, acc[i + 1] * scale));
+    }
+    ptx::named_barrier_sync(barrier, kWarpgroupThreads);
+#pragma unroll
+    for (int k = 0; k < 64 * kUnitsPerRow / kWarpgroupThreads; ++k) {
+      const int linear = k * kWarpgroupThreads + thread, row = linear / kUnitsPerRow, unit = linear % kUnitsPerRow;
+      const uint4 v = ptx::ld_shared_b128(unit_addr(row, unit));
+      if (key0 + row < walk.keys_in_tensor && 8 * unit < head_dim) {
+        *reinterpret_cast<uint4*>(base + (key0 + row) * seq_stride + 8 * unit) = v;
+      }
+    }
+  };
+  Element* const dk_base =
+      sequence_rows<Element>(bp.dk, bp.dk_batch_stride, bp.dk_seq_stride, bp.dk_head_stride, p, walk);
+  Element* const dv_base =
+      sequence_rows<Element>(bp.dv, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, p, walk);
+  ptx::named_barrier_sync(barrier, kWarpgroupThreads);  // every warp's last GEMM read of its V rows retired
+  stage_and_store(dv, 1.0f, dv_base, bp.dv_seq_stride, p.head_dim_v);
+  ptx::named_barrier_sync(barrier, kWarpgroupThreads);  // dV's rows read back before dK overwrites them
+  stage_and_store(dk, args.scale, dk_base, bp.dk_seq_stride, p.head_dim_qk);
 }
 
 // kScoreMod: calls with softcap or ALiBi (mainloop.cuh, BwdConsumer).
@@ -111,7 +164,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                                   warpgroup - 1, warp,       lane, bp.forward.is_varlen()};
     float dk[Traits::kAccDk], dv[Traits::kAccDv];
     consumer.run(dk, dv);
-    store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
+    if constexpr (Traits::kColSplit) {
+      store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
+    } else {
+      store_dk_dv_staged<Traits>(smem, bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
+    }
   }
 }
 

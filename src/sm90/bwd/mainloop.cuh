@@ -58,6 +58,7 @@ namespace flashcore::sm90::bwd {
 inline constexpr int kDsReadyBarrier = ptx::kFirstNamedBarrier;
 inline constexpr int kPReadyBarrier = ptx::kFirstNamedBarrier + 1;  // kRoleSplit: P^T written
 inline constexpr int kDsSentBarrier = ptx::kFirstNamedBarrier + 2;  // kRoleSplit: dS^T written
+inline constexpr int kEpilogueBarrier = ptx::kFirstNamedBarrier + 3;  // + warpgroup: dK, dV staging (kernel.cuh)
 
 // One CTA's walk: its KV block and the (query head, query block) steps that see it, in order
 // (every head of the group, each over the query blocks m_begin .. m_begin + m_count - 1).
