@@ -13,7 +13,7 @@
 namespace flashcore::backward {
 
 inline constexpr int kPreprocessRows = 64;     // rows per CTA
-inline constexpr int kPreprocessThreads = 256;  // one warp per row at a time
+inline constexpr int kPreprocessThreads = 256;  // a warp per kPreprocessRows / 8 consecutive rows
 
 // grid (ceil(padded_rows(max Sq) / kPreprocessRows), Hq, B)
 template <typename Element>
@@ -29,32 +29,62 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   const int64_t o_base = attn::token_offset(packed, p.o_batch_stride, p.o_seq_stride, p.o_head_stride, b, seq.q_start, h);
   const int64_t do_base = attn::token_offset(packed, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride, b,
                                              seq.q_start, h);
+  // A warp takes kRowsInFlight rows at a time and issues all their loads before it sums any: one
+  // row at a time left a warp waiting out a memory latency per row.
   constexpr int kChunk = 8;  // 16 bytes of Element
-  for (int r = warp; r < kPreprocessRows; r += kPreprocessThreads / 32) {
-    const int i = blockIdx.x * kPreprocessRows + r;
-    if (i >= rows) break;
-    float d = 0.0f;
-    float lse2 = INFINITY;
-    if (i < seq.seqlen_q) {
-      const Element* o = static_cast<const Element*>(p.o) + o_base + int64_t(i) * p.o_seq_stride;
-      const Element* dout = static_cast<const Element*>(bp.dout) + do_base + int64_t(i) * bp.dout_seq_stride;
-      for (int c = lane * kChunk; c < p.head_dim_v; c += 32 * kChunk) {
-        const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
-        const uint4 dv = *reinterpret_cast<const uint4*>(dout + c);
-        const Element* oe = reinterpret_cast<const Element*>(&ov);
-        const Element* de = reinterpret_cast<const Element*>(&dv);
+  constexpr int kRowsInFlight = 4;
+  constexpr int kRowsPerWarp = kPreprocessRows / (kPreprocessThreads / 32);
+  static_assert(kRowsPerWarp % kRowsInFlight == 0, "whole groups of rows per warp");
+  const int first_row = blockIdx.x * kPreprocessRows + warp * kRowsPerWarp;
+  for (int r0 = 0; r0 < kRowsPerWarp; r0 += kRowsInFlight) {
+    float d[kRowsInFlight], lse[kRowsInFlight];
 #pragma unroll
-        for (int e = 0; e < kChunk; ++e) d = fmaf(to_float(oe[e]), to_float(de[e]), d);
+    for (int k = 0; k < kRowsInFlight; ++k) {
+      const int i = first_row + r0 + k;
+      d[k] = 0.0f;
+      lse[k] = i < seq.seqlen_q ? p.lse[lse_base + i] : -INFINITY;
+    }
+    for (int c = lane * kChunk; c < p.head_dim_v; c += 32 * kChunk) {
+      uint4 ov[kRowsInFlight], dv[kRowsInFlight];
+#pragma unroll
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        const int i = first_row + r0 + k;
+        ov[k] = dv[k] = make_uint4(0u, 0u, 0u, 0u);
+        if (i < seq.seqlen_q) {
+          ov[k] = *reinterpret_cast<const uint4*>(static_cast<const Element*>(p.o) + o_base +
+                                                  int64_t(i) * p.o_seq_stride + c);
+          dv[k] = *reinterpret_cast<const uint4*>(static_cast<const Element*>(bp.dout) + do_base +
+                                                  int64_t(i) * bp.dout_seq_stride + c);
+        }
       }
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-      const float lse = p.lse[lse_base + i];
-      lse2 = lse == -INFINITY ? INFINITY : lse * attn::kLog2e;
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        const Element* oe = reinterpret_cast<const Element*>(&ov[k]);
+        const Element* de = reinterpret_cast<const Element*>(&dv[k]);
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) d[k] = fmaf(to_float(oe[e]), to_float(de[e]), d[k]);
+      }
     }
-    if (lane == 0) {
-      const int64_t row = ws.row(h, b, seq.q_start, i);
-      ws.row_d[row] = d;
-      ws.lse2[row] = lse2;
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) d[k] += __shfl_xor_sync(0xffffffffu, d[k], off);
+    }
+    if (lane < kRowsInFlight) {
+      // Lane k stores row k (after the butterfly every lane holds every sum; selecting with constant
+      // indices keeps d[] in registers).
+      float row_d = d[0], row_lse = lse[0];
+#pragma unroll
+      for (int k = 1; k < kRowsInFlight; ++k) {
+        if (lane == k) row_d = d[k], row_lse = lse[k];
+      }
+      const int i = first_row + r0 + lane;
+      if (i < rows) {
+        // Padding rows, and rows whose LSE is -inf (no visible key): D = 0, lse2 = +inf.
+        const int64_t row = ws.row(h, b, seq.q_start, i);
+        ws.row_d[row] = row_d;
+        ws.lse2[row] = row_lse == -INFINITY ? INFINITY : row_lse * attn::kLog2e;
+      }
     }
   }
 }
