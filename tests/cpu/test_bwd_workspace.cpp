@@ -3,8 +3,11 @@
 // (the d256 dQ pass) gets no dQ accumulator and the statistics start the allocation; a sequence's
 // padded rows hold every query block that starts in it; the fragment-ordered dQ block
 // (src/backward/dq_tile.hpp) is the wgmma accumulator's order and invertible; every tile with a dQ
-// pass is a column-split one, and both of its kernels fit the 227 KiB opt-in limit.
+// pass is a column-split one, and both of its kernels fit the 227 KiB opt-in limit; the dK / dV
+// staging tile's offsets are a bijection whose shared-memory accesses do not conflict.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <vector>
 
@@ -93,6 +96,59 @@ TEST(Sm90BackwardTiles, DqPassTilesAreColumnSplitAndFitTheOptInLimit) {
   EXPECT_GT(dq_pass_tiles, 0) << "d256 runs the dQ pass";
   // The dQ pass reads K and V through the main kernel's maps, whose boxes are its block_n rows.
   EXPECT_EQ(sm90::bwd::kDqPassTile.block_n, sm90::bwd::bwd_tile(256, 256).block_n());
+}
+
+// The dK / dV staging tile (sm90::bwd::dkdv_staging_offset): every (row, unit) of a warpgroup's 64
+// rows gets its own 16 bytes inside its own 128-byte row of the V tile; a warp's 4-byte stores from
+// the wgmma accumulators (lane 4 g + t of warp w holds rows 16 w + g + 8 r, columns 8 b + 2 t, + 1 of
+// pair index i = 4 b + 2 r) hit 32 distinct banks; and the 16-byte loads of the copy out (thread k of
+// the warpgroup: unit k % units of row k / units, in rounds of 128) hit 8 distinct groups of four
+// banks per quarter warp where rows are whole 64-column chunks (d96: 2-way at most).
+TEST(Sm90BackwardTiles, DkDvStagingIsABijectionAndConflictFree) {
+  constexpr int kBlockN = 128;  // the V tile's rows (d64, d96, d128)
+  for (int cols : {64, 96, 128}) {
+    const int units = cols / 8;
+    std::vector<int> seen((cols / 64 + (cols % 64 != 0)) * kBlockN * 128 / 16, 0);
+    for (int row = 0; row < 64; ++row)
+      for (int unit = 0; unit < units; ++unit) {
+        const int offset = sm90::bwd::dkdv_staging_offset(row, unit, kBlockN);
+        ASSERT_EQ(offset % 16, 0);
+        EXPECT_EQ(offset / 128, (unit / 8) * kBlockN + row) << "row " << row << " unit " << unit << ": its own row";
+        ASSERT_LT(offset / 16, int(seen.size()));
+        ++seen[offset / 16];
+      }
+    int used = 0;
+    for (int n : seen) {
+      EXPECT_LE(n, 1);
+      used += n;
+    }
+    EXPECT_EQ(used, 64 * units) << "cols " << cols;
+
+    for (int warp = 0; warp < 4; ++warp)
+      for (int i = 0; i < cols / 2; i += 2) {
+        std::vector<int> banks;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, t = lane % 4;
+          const int row = 16 * warp + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t;
+          banks.push_back((sm90::bwd::dkdv_staging_offset(row, col / 8, kBlockN) + 2 * (col % 8)) / 4 % 32);
+        }
+        std::sort(banks.begin(), banks.end());
+        EXPECT_EQ(std::unique(banks.begin(), banks.end()), banks.end()) << "cols " << cols << " warp " << warp
+                                                                        << " pair " << i << ": a bank conflict";
+      }
+
+    // Whole 64-column chunks: 8 threads read one row's 8 units. d96's rows of 12 units put two rows'
+    // half chunks into one quarter warp at times, whose swizzled units can share a group: 2-way at most.
+    const int allowed = cols % 64 == 0 ? 1 : 2;
+    for (int first = 0; first < 64 * units; first += 8) {
+      int per_group[8] = {};
+      for (int k = first; k < first + 8; ++k) {
+        ++per_group[sm90::bwd::dkdv_staging_offset(k / units, k % units, kBlockN) / 16 % 8];
+      }
+      EXPECT_LE(*std::max_element(per_group, per_group + 8), allowed)
+          << "cols " << cols << " threads " << first << "+8";
+    }
+  }
 }
 
 }  // namespace

@@ -68,23 +68,24 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
 
 // Not kColSplit: the same through shared memory, so that each warp writes whole rows with 16-byte
 // stores (from the accumulators a warp store covers 8 rows x 16 bytes). The staging tile is this
-// warpgroup's 64 rows of the V tile, [Dv/64][64 rows][64] with the 128-byte swizzle (16-byte unit u
-// of row r at u ^ (r % 8)): only this warpgroup's dP^T GEMMs read those rows, and they retired with
-// its walk. dV goes first, then dK through the same rows (Dqk = Dv in these tiles).
+// warpgroup's 64 rows of the V tile, [Dv/64][64 rows][64] with the 128-byte swizzle
+// (dkdv_staging_offset; the stores are conflict-free, the 16-byte loads too except d96's, 2-way at
+// most): only this warpgroup's dP^T GEMMs read those rows, and they retired with its walk. dV goes
+// first, then dK through the same rows (Dqk = Dv in these tiles).
 template <class Traits>
 FC_DEVICE void store_dk_dv_staged(typename Traits::SharedStorage& smem, const BackwardParams& bp,
                                   const BwdKernelArgs& args, const BwdWalk<Traits>& walk, int warpgroup, int warp,
                                   int lane, const float* dk, const float* dv) {
   static_assert(!Traits::kColSplit && Traits::kDqk == Traits::kDv, "one 64-row staging tile per warpgroup");
   using Element = typename Traits::Element;
-  constexpr int kCols = Traits::kDv, kUnitsPerRow = kCols / 8, kChunkBytes = Traits::kBlockN * 128;
+  constexpr int kCols = Traits::kDv, kUnitsPerRow = kCols / 8;
   const AttentionParams& p = bp.forward;
   const int barrier = kEpilogueBarrier + warpgroup;
   const uint32_t tile = ptx::smem_addr(smem.v) + uint32_t(64 * warpgroup * 128);
   const int key0 = walk.n0 + 64 * warpgroup;  // the tile's first row, within the sequence
   const int thread = 32 * warp + lane;
   auto unit_addr = [&](int row, int unit) {  // unit: 16-byte unit of the row, 0 .. kUnitsPerRow - 1
-    return tile + uint32_t((unit / 8) * kChunkBytes + row * 128 + (((unit % 8) ^ (row % 8)) * 16));
+    return tile + uint32_t(dkdv_staging_offset(row, unit, Traits::kBlockN));
   };
   auto stage_and_store = [&](const float* acc, float scale, Element* base, int64_t seq_stride, int head_dim) {
     const int g = lane / 4, t = lane % 4;

@@ -34,6 +34,7 @@
 
 #include "backward/dq_tile.hpp"
 #include "backward/workspace.hpp"
+#include "common/host_device.hpp"
 
 namespace flashcore::sm90::bwd {
 
@@ -72,6 +73,13 @@ inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kBwdThreads = kWarpgroupThreads * (1 + kBwdConsumerWarpgroups);
 inline constexpr int kBwdProducerRegs = 24;
 inline constexpr int kBwdConsumerRegs = 240;
+
+// The dK / dV staging tile of one consumer warpgroup (kernel.cuh, store_dk_dv_staged): its 64 rows of
+// the V tile, [cols/64][block_n rows][64] with 128-byte rows and the 128-byte swizzle. Byte offset,
+// from the warpgroup's first row, of 16-byte unit `unit` (columns 8 unit .. 8 unit + 7) of row `row`.
+FC_HOST_DEVICE constexpr int dkdv_staging_offset(int row, int unit, int block_n) {
+  return (unit / 8) * block_n * 128 + row * 128 + (((unit % 8) ^ (row % 8)) * 16);
+}
 
 template <int kDqk_, int kDv_, typename Element_>
 struct BwdTraits {
