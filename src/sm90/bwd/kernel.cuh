@@ -26,12 +26,13 @@ FC_DEVICE Element* sequence_rows(void* tensor, int64_t batch_stride, int64_t seq
                                                             head_stride, walk.batch, walk.seq.k_start, walk.head_kv);
 }
 
-// dK (times the softmax scale) and dV of this warpgroup's 64 keys (kColSplit: its column halves of
-// the block's 64 keys) from the accumulators (rows = keys), 0 for keys no query sees; columns past
-// the call's head dims (a padded call) are not its own.
+// kColSplit: dK (times the softmax scale) and dV, this warpgroup's column halves of the block's 64
+// keys, straight from the accumulators (rows = keys), 0 for keys no query sees; columns past the
+// call's head dims (a padded call) are not its own.
 template <class Traits>
-FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, const BwdWalk<Traits>& walk,
-                           int warpgroup, int warp, int lane, const float* dk, const float* dv) {
+FC_DEVICE void store_dk_dv_col_halves(const BackwardParams& bp, const BwdKernelArgs& args, const BwdWalk<Traits>& walk,
+                                      int warpgroup, int warp, int lane, const float* dk, const float* dv) {
+  static_assert(Traits::kColSplit, "the other tiles stage dK and dV (store_dk_dv_staged)");
   using Element = typename Traits::Element;
   const AttentionParams& p = bp.forward;
   const int g = lane / 4, t = lane % 4;
@@ -41,9 +42,8 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
       sequence_rows<Element>(bp.dv, bp.dv_batch_stride, bp.dv_seq_stride, bp.dv_head_stride, p, walk);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int key = walk.n0 + (Traits::kColSplit ? 0 : 64 * warpgroup) + 16 * warp + g + 8 * r;  // within the sequence
-    const int dk_col0 = Traits::kColSplit ? warpgroup * Traits::kDkCols : 0;
-    const int dv_col0 = Traits::kColSplit ? warpgroup * Traits::kDvCols : 0;
+    const int key = walk.n0 + 16 * warp + g + 8 * r;  // within the sequence
+    const int dk_col0 = warpgroup * Traits::kDkCols, dv_col0 = warpgroup * Traits::kDvCols;
     if (key >= walk.keys_in_tensor) continue;
 #pragma unroll
     for (int i = 0; i < Traits::kAccDk; i += 2) {
@@ -66,12 +66,13 @@ FC_DEVICE void store_dk_dv(const BackwardParams& bp, const BwdKernelArgs& args, 
   }
 }
 
-// Not kColSplit: the same through shared memory, so that each warp writes whole rows with 16-byte
-// stores (from the accumulators a warp store covers 8 rows x 16 bytes). The staging tile is this
-// warpgroup's 64 rows of the V tile, [Dv/64][64 rows][64] with the 128-byte swizzle
-// (dkdv_staging_offset; the stores are conflict-free, the 16-byte loads too except d96's, 2-way at
-// most): only this warpgroup's dP^T GEMMs read those rows, and they retired with its walk. dV goes
-// first, then dK through the same rows (Dqk = Dv in these tiles).
+// Not kColSplit: dK (times the softmax scale) and dV of this warpgroup's 64 keys through shared
+// memory, so that each warp writes whole rows with 16-byte stores (from the accumulators a warp
+// store covers 8 rows x 16 bytes); keys and columns written as in store_dk_dv_col_halves. The
+// staging tile is this warpgroup's 64 rows of the V tile, [Dv/64][64 rows][64] with the 128-byte
+// swizzle (dkdv_staging_offset; the stores are conflict-free, the 16-byte loads too except d96's,
+// 2-way at most): only this warpgroup's dP^T GEMMs read those rows, and they retired with its
+// walk. dV goes first, then dK through the same rows (Dqk = Dv in these tiles).
 template <class Traits>
 FC_DEVICE void store_dk_dv_staged(typename Traits::SharedStorage& smem, const BackwardParams& bp,
                                   const BwdKernelArgs& args, const BwdWalk<Traits>& walk, int warpgroup, int warp,
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     float dk[Traits::kAccDk], dv[Traits::kAccDv];
     consumer.run(dk, dv);
     if constexpr (Traits::kColSplit) {
-      store_dk_dv<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
+      store_dk_dv_col_halves<Traits>(bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
     } else {
       store_dk_dv_staged<Traits>(smem, bp, args, walk, warpgroup - 1, warp, lane, dk, dv);
     }
