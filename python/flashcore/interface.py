@@ -42,8 +42,13 @@ def _run(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_s
     window_left, window_right = window_bounds(window_size)
     if causal and causal_overrides_window:
         window_right = 0  # flash-attn: causal=True means window_size[1] = 0, whatever was passed
-    op = ops.forward_impl if ops.can_call_impl_directly(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                         alibi_slopes) else ops.fwd
+    tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes)
+    if ops.can_call_impl_directly(*tensors):
+        op = ops.forward_impl
+    elif ops.can_run_eager_autograd(*tensors):
+        op = ops.EagerAttention.apply
+    else:
+        op = ops.fwd
     return op(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, int(max_seqlen_q), int(max_seqlen_k),
               0.0 if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
               mask_align_code(mask_align), window_left, window_right, path_code(path), bool(deterministic))

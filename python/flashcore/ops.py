@@ -5,9 +5,12 @@ Registered with torch.library.custom_op so that
   * CUDA graphs capture them (the kernel runs on the current stream; the C++ validate() reads no
     device memory while the stream is capturing),
   * autograd differentiates every entry point (flashcore::bwd: the C++ attention_backward, which
-    runs the sm80 backward on CUDA tensors it supports, else the naive GPU backward, and the fp64 CPU
-    reference on CPU tensors; the forward's `deterministic` and `path` inputs reach it, see
+    runs the first backward path that takes the call: sm90, sm80, the naive GPU backward, the fp64
+    CPU reference on CPU tensors; the forward's `deterministic` and `path` inputs reach it, see
     _setup_context).
+Plain eager calls skip the dispatcher: forward_impl directly when no graph is recorded
+(can_call_impl_directly), EagerAttention (the same functions under a torch.autograd.Function) when
+one is (can_run_eager_autograd).
 Outputs come from PyTorch's allocator (torch.empty); kernels run on torch's current stream.
 """
 
@@ -76,13 +79,14 @@ def _call_on_device(device: torch.device, fn, *args) -> None:
             fn(*args)
 
 
-def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, softcap: float, causal: bool,
-                        mask_align: int, window_left: int, window_right: int, path: int):
-    """forward_impl for the common call: dense 4-D CUDA tensors on one device, no ALiBi. Returns None
-    when the call is anything else, or breaks a rule that check_inputs words (wrong ranks, dtypes,
-    layouts): the general path then runs and raises its error. The C++ validate() checks the rest,
-    with the same messages either way. Filling AttentionParams in C++ (_C.forward_dense) instead of
-    describing every tensor and setting ~40 attributes from Python is most of the op's host time."""
+def _dense_call_args(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, softcap: float, causal: bool,
+                     mask_align: int, window_left: int, window_right: int, path: int) -> Optional[list]:
+    """The leading arguments of _C.forward_dense / _C.backward_dense but the o and lse addresses (the
+    list's slots 3 and 4, left 0): dense 4-D tensors on one device whose head dims are contiguous, in a
+    kernel dtype. None when the call is anything else, or breaks a rule that check_inputs words (wrong
+    ranks, dtypes, layouts): the general path then runs and raises its error. The C++ validate() checks
+    the rest, with the same messages either way. Filling AttentionParams in C++ instead of describing
+    every tensor and setting ~40 attributes from Python is most of a call's host time."""
     code = _KERNEL_DTYPE_CODES.get(q.dtype)
     if (code is None or q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.dtype != q.dtype or v.dtype != q.dtype
             or k.device != q.device or v.device != q.device):
@@ -93,12 +97,22 @@ def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, s
     if ((Dqk > 1 and (qs[3] != 1 or ks[3] != 1)) or (Dv > 1 and vs[3] != 1) or k.shape[0] != B
             or v.shape[0] != B or k.shape[3] != Dqk or k.shape[1] != Sk or k.shape[2] != Hkv):
         return None
+    return [q.data_ptr(), k.data_ptr(), v.data_ptr(), 0, 0, B, Sq, Hq, Dqk, Sk, Hkv, Dv,
+            qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], float(softmax_scale), float(softcap), code,
+            int(causal), mask_align, window_left, window_right, path]
+
+
+def _forward_dense_cuda(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, softcap: float, causal: bool,
+                        mask_align: int, window_left: int, window_right: int, path: int):
+    """forward_impl for the common call (_dense_call_args) on CUDA tensors; None for anything else."""
+    args = _dense_call_args(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right, path)
+    if args is None:
+        return None
+    B, Sq, Hq, Dv = q.shape[0], q.shape[1], q.shape[2], v.shape[3]
     out = torch.empty((B, Sq, Hq, Dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
-    args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), B, Sq, Hq, Dqk, Sk, Hkv, Dv,
-            qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], float(softmax_scale), float(softcap), code,
-            int(causal), mask_align, window_left, window_right, path, _current_stream_handle(q.device))
-    _call_on_device(q.device, _C.forward_dense, *args)
+    args[3], args[4] = out.data_ptr(), lse.data_ptr()
+    _call_on_device(q.device, _C.forward_dense, *args, _current_stream_handle(q.device))
     return out, lse
 
 
@@ -157,6 +171,14 @@ def can_call_impl_directly(*tensors: Optional[Tensor]) -> bool:
     return True
 
 
+def can_run_eager_autograd(*tensors: Optional[Tensor]) -> bool:
+    """True when EagerAttention.apply does exactly what the op would: can_call_impl_directly's
+    conditions but the autograd one (plain tensors, no tracing, dispatch mode or profiler)."""
+    if torch.compiler.is_compiling() or _dispatch_modes_active() or _profiler_active():
+        return False
+    return all(t is None or type(t) is Tensor for t in tensors)
+
+
 _profiler_enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
 
 
@@ -187,19 +209,38 @@ def _grad_strides(t: Tensor, varlen: bool):
     return [t.data_ptr(), 0, st[0], st[1]] if varlen else [t.data_ptr(), st[0], st[1], st[2]]
 
 
-@torch.library.custom_op("flashcore::bwd", mutates_args=())
-def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Optional[Tensor],
-        cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
-        max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, softcap: float, causal: bool, mask_align: int,
-        window_left: int, window_right: int, path: int, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+def _grad_args(t: Tensor):
+    """(address, batch, seq, head strides) of a dense gradient tensor for _C.backward_dense."""
+    st = t.stride()
+    return (t.data_ptr(), st[0], st[1], st[2])
+
+
+def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                  cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor],
+                  alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
+                  softcap: float, causal: bool, mask_align: int, window_left: int, window_right: int, path: int,
+                  deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
     """dq, dk, dv of flashcore::fwd for dout (docs/semantics.md, "Backward"); out and lse as the forward
     returned them. `path`: a KernelPath code (_params.PATHS) the C++ backward is pinned to, 0 = automatic
     selection (_setup_context passes _params.backward_path_code of the forward's path). `deterministic`:
-    the sm80 backward adds dQ with fp32 atomics in any order unless True, which fixes the order
+    the fused backwards add dQ with fp32 atomics in any order unless True, which fixes the order
     (bitwise-repeatable gradients); the naive GPU and CPU backward are deterministic either way."""
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
+    if (not varlen and seqused_k is None and alibi_slopes is None and q.device.type == "cuda"
+            and out.is_contiguous() and lse.is_contiguous() and dout.shape == out.shape and q.dim() == 4
+            and out.shape == (q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
+            and lse.shape == (q.shape[0], q.shape[2], q.shape[1])):
+        args = _dense_call_args(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right, path)
+        if args is not None:
+            # Every backward path writes every element of a dense call's dq, dk, dv (zeros where no row
+            # or key is visible), so they need no zeroing.
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            args[3], args[4] = out.data_ptr(), lse.data_ptr()
+            _call_on_device(q.device, _C.backward_dense, *args, *_grad_args(dout), *_grad_args(dq), *_grad_args(dk),
+                            *_grad_args(dv), bool(deterministic), _current_stream_handle(q.device))
+            return dq, dk, dv
     descs = dict(cu_seqlens_q=describe_real("cu_seqlens_q", cu_seqlens_q),
                  cu_seqlens_k=describe_real("cu_seqlens_k", cu_seqlens_k),
                  seqused_k=describe_real("seqused_k", seqused_k),
@@ -209,14 +250,18 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                           max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                           softcap=softcap, causal=causal, mask_align=mask_align, window_left=window_left,
                           window_right=window_right, path=path)
-    # Zeroed: varlen tokens past the last sequence are not the call's and are not written.
-    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    # Varlen: tokens past the last sequence are not the call's and are not written, so they are zeroed.
+    new = torch.zeros_like if varlen else torch.empty_like
+    dq, dk, dv = new(q), new(k), new(v)
     grads = [_grad_strides(t, varlen) for t in (dout, dq, dk, dv)]
     if q.device.type == "cuda":
         _call_on_device(q.device, _C.backward, params, *grads, deterministic, _current_stream_handle(q.device))
     else:
         _C.backward(params, *grads, deterministic, 0)  # host memory: the fp64 CPU reference
     return dq, dk, dv
+
+
+bwd = torch.library.custom_op("flashcore::bwd", mutates_args=())(backward_impl)
 
 
 @bwd.register_fake
@@ -239,14 +284,44 @@ def _setup_context(ctx, inputs, output):
                    backward_path_code(path), deterministic)
 
 
-def _backward(ctx, grad_out, grad_lse):
+def _gradients(ctx, grad_out, backward):
     # grad_lse is not propagated (as in flash-attn): the LSE output is a statistic, not a differentiable result.
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes = ctx.saved_tensors
-    dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, *ctx.scalars)
+    dq, dk, dv = backward(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes,
+                          *ctx.scalars)
     return (dq, dk, dv) + (None,) * 14  # one per flashcore::fwd input
 
 
+def _backward(ctx, grad_out, grad_lse):
+    return _gradients(ctx, grad_out, bwd)
+
+
 fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class EagerAttention(torch.autograd.Function):
+    """flashcore::fwd and its autograd for plain eager calls that record a graph (can_run_eager_autograd):
+    the same forward_impl, _setup_context and backward_impl as the op, without the dispatcher's and the
+    op autograd wrapper's Python round trips on either pass (a few hundred microseconds of host time
+    per training step's call, which short sequences do not hide behind the GPU's work). Anything the
+    op serves specially (torch.compile, dispatch modes, subclasses, the profiler) uses the op."""
+
+    @staticmethod
+    def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k,
+                softmax_scale, softcap, causal, mask_align, window_left, window_right, path, deterministic):
+        return forward_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, max_seqlen_q, max_seqlen_k,
+                            softmax_scale, softcap, causal, mask_align, window_left, window_right, path, deterministic)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output)
+        ctx.set_materialize_grads(False)  # grad_lse is ignored: no zero tensor made for it
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        if grad_out is None:  # only lse reached the loss
+            grad_out = torch.zeros_like(ctx.saved_tensors[3])
+        return _gradients(ctx, grad_out, backward_impl)
 
 
 # ------------------------------------------------------------------------------------------------

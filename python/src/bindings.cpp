@@ -110,35 +110,44 @@ PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
   Py_RETURN_NONE;
 }
 
-// forward_dense(q, k, v, o, lse, B, Sq, Hq, Dqk, Sk, Hkv, Dv, q strides (3), k strides (3),
-//               v strides (3), dtype, softmax_scale, softcap, causal, mask_align, window_left,
-//               window_right, path, stream): forward() of a dense flash-attn-layout call whose
-// AttentionParams is filled here instead of attribute by attribute from Python (the torch op's
-// eager path: tens of microseconds of host time per call less). Addresses are ints; strides are
-// (batch, seq, head) in elements; o is contiguous [B, Sq, Hq, Dv] and lse contiguous [B, Hq, Sq]
-// (lse may be 0). The caller (python/flashcore/ops.py) has checked what AttentionParams cannot
-// express (k and v agree on batch and heads, last dimensions contiguous); validate() checks the rest.
-PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  constexpr Py_ssize_t kArgs = 30;
-  if (nargs != kArgs) {
-    PyErr_Format(PyExc_TypeError, "forward_dense: expected %d arguments, got %zd", (int)kArgs, nargs);
-    return nullptr;
-  }
+// The dense call's arguments shared by forward_dense and backward_dense, args[0 .. kDenseArgs):
+//   q, k, v, o, lse, B, Sq, Hq, Dqk, Sk, Hkv, Dv, q strides (3), k strides (3), v strides (3),
+//   softmax_scale, softcap, dtype, causal, mask_align, window_left, window_right, path.
+// Addresses are ints; strides are (batch, seq, head) in elements; o is contiguous [B, Sq, Hq, Dv] and
+// lse contiguous [B, Hq, Sq] (lse may be 0). Fills `p`; false with a Python error set when an
+// argument does not convert or does not fit the field it fills.
+constexpr Py_ssize_t kDenseArgs = 29;
+
+bool parse_dense_call(PyObject* const* args, AttentionParams* out) {
   constexpr Py_ssize_t kScaleArg = 21, kSoftcapArg = 22;  // the two floats; every other argument is an int
-  long long ints[kArgs] = {};
-  double floats[kArgs] = {};
-  for (Py_ssize_t i = 0; i < kArgs; ++i) {
+  long long ints[kDenseArgs] = {};
+  double floats[kDenseArgs] = {};
+  for (Py_ssize_t i = 0; i < kDenseArgs; ++i) {
     if (i == kScaleArg || i == kSoftcapArg) {
       floats[i] = PyFloat_AsDouble(args[i]);
-    } else if (i < 5 || i == kArgs - 1) {
-      ints[i] = (long long)PyLong_AsUnsignedLongLong(args[i]);  // addresses and the stream handle
+    } else if (i < 5) {
+      ints[i] = (long long)PyLong_AsUnsignedLongLong(args[i]);  // addresses
     } else {
       ints[i] = PyLong_AsLongLong(args[i]);
     }
-    if (PyErr_Occurred()) return nullptr;
+    if (PyErr_Occurred()) return false;
+  }
+  // Sizes that do not fit an int would wrap below: refuse them here (validate() sees only ints).
+  for (int i = 5; i <= 11; ++i) {
+    if (ints[i] < 0 || ints[i] > INT32_MAX) {
+      PyErr_Format(g_invalid_argument_error, "dense call: size argument %d out of range: %lld", i, ints[i]);
+      return false;
+    }
+  }
+  for (int i = 26; i <= 27; ++i) {
+    if (ints[i] < INT32_MIN || ints[i] > INT32_MAX) {
+      PyErr_Format(g_invalid_argument_error, "window_size: each bound must fit a 32-bit int (-1 = unbounded), got %lld", ints[i]);
+      return false;
+    }
   }
   auto address = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(ints[i])); };
-  AttentionParams p;
+  AttentionParams& p = *out;
+  p = AttentionParams{};
   p.q = address(0), p.k = address(1), p.v = address(2), p.o = address(3);
   p.lse = static_cast<float*>(address(4));
   p.batch = (int)ints[5], p.seqlen_q = (int)ints[6], p.heads_q = (int)ints[7], p.head_dim_qk = (int)ints[8];
@@ -153,24 +162,75 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   p.mask_align = static_cast<MaskAlign>(ints[25]);
   p.window_left = (int)ints[26], p.window_right = (int)ints[27];
   p.path = static_cast<KernelPath>(ints[28]);
-  // Sizes that do not fit an int would wrap above: refuse them here (validate() sees only ints).
-  for (int i = 5; i <= 11; ++i) {
-    if (ints[i] < 0 || ints[i] > INT32_MAX) {
-      PyErr_Format(g_invalid_argument_error, "forward_dense: size argument %d out of range: %lld", i, ints[i]);
-      return nullptr;
-    }
+  return true;
+}
+
+// A stream handle (an int) as a cudaStream_t; false with a Python error set when it does not convert.
+bool parse_stream(PyObject* arg, cudaStream_t* stream) {
+  const unsigned long long handle = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return false;
+  *stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(handle));
+  return true;
+}
+
+// forward_dense(<the dense call's 29 arguments>, stream): forward() of a dense flash-attn-layout call
+// whose AttentionParams is filled here instead of attribute by attribute from Python (the torch op's
+// eager path: tens of microseconds of host time per call less). The caller (python/flashcore/ops.py)
+// has checked what AttentionParams cannot express (k and v agree on batch and heads, last dimensions
+// contiguous); validate() checks the rest.
+PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  constexpr Py_ssize_t kArgs = kDenseArgs + 1;
+  if (nargs != kArgs) {
+    PyErr_Format(PyExc_TypeError, "forward_dense: expected %d arguments, got %zd", (int)kArgs, nargs);
+    return nullptr;
   }
-  for (int i = 26; i <= 27; ++i) {
-    if (ints[i] < INT32_MIN || ints[i] > INT32_MAX) {
-      PyErr_Format(g_invalid_argument_error, "window_size: each bound must fit a 32-bit int (-1 = unbounded), got %lld", ints[i]);
-      return nullptr;
-    }
-  }
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(address(29));
+  AttentionParams p;
+  cudaStream_t stream = nullptr;
+  if (!parse_dense_call(args, &p) || !parse_stream(args[kDenseArgs], &stream)) return nullptr;
   p.overrides = active_overrides();
   Status status;
   Py_BEGIN_ALLOW_THREADS
   status = flashcore::attention_forward(p, stream);
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  if (!emit_pending_warning()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// backward_dense(<the dense call's 29 arguments, o and lse as the forward wrote them>, dout, dq, dk,
+// dv (each: address, batch stride, seq stride, head stride), deterministic, stream):
+// attention_backward of a dense call, its BackwardParams filled here (the torch op's eager backward:
+// the same host-time saving as forward_dense). validate_backward() checks everything.
+PyObject* py_backward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  constexpr Py_ssize_t kGradArgs = 16, kArgs = kDenseArgs + kGradArgs + 2;
+  if (nargs != kArgs) {
+    PyErr_Format(PyExc_TypeError, "backward_dense: expected %d arguments, got %zd", (int)kArgs, nargs);
+    return nullptr;
+  }
+  flashcore::BackwardParams bp;
+  if (!parse_dense_call(args, &bp.forward)) return nullptr;
+  long long grad[kGradArgs] = {};
+  for (Py_ssize_t i = 0; i < kGradArgs; ++i) {
+    grad[i] = i % 4 == 0 ? (long long)PyLong_AsUnsignedLongLong(args[kDenseArgs + i])  // the addresses
+                         : PyLong_AsLongLong(args[kDenseArgs + i]);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  const int deterministic = PyObject_IsTrue(args[kDenseArgs + kGradArgs]);
+  cudaStream_t stream = nullptr;
+  if (deterministic < 0 || !parse_stream(args[kDenseArgs + kGradArgs + 1], &stream)) return nullptr;
+  auto address = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(grad[i])); };
+  bp.dout = address(0);
+  bp.dout_batch_stride = grad[1], bp.dout_seq_stride = grad[2], bp.dout_head_stride = grad[3];
+  bp.dq = address(4);
+  bp.dq_batch_stride = grad[5], bp.dq_seq_stride = grad[6], bp.dq_head_stride = grad[7];
+  bp.dk = address(8);
+  bp.dk_batch_stride = grad[9], bp.dk_seq_stride = grad[10], bp.dk_head_stride = grad[11];
+  bp.dv = address(12);
+  bp.dv_batch_stride = grad[13], bp.dv_seq_stride = grad[14], bp.dv_head_stride = grad[15];
+  bp.deterministic = deterministic != 0;
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = flashcore::attention_backward(bp, stream);
   Py_END_ALLOW_THREADS
   if (!status.ok()) return set_error(status);
   if (!emit_pending_warning()) return nullptr;
@@ -237,6 +297,9 @@ PyMethodDef g_status_methods[] = {
      "forward_dense(q, k, v, o, lse, B, Sq, Hq, Dqk, Sk, Hkv, Dv, q_strides x3, k_strides x3, v_strides x3,\n"
      "softmax_scale, softcap, dtype, causal, mask_align, window_left, window_right, path, stream)\n\n"
      "forward() of a dense call, AttentionParams filled in C++ (o [B, Sq, Hq, Dv] and lse [B, Hq, Sq] contiguous)."},
+    {"backward_dense", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_backward_dense)), METH_FASTCALL,
+     "backward_dense(<forward_dense's arguments but the stream>, dout x4, dq x4, dk x4, dv x4, deterministic, stream)\n\n"
+     "attention_backward of a dense call (each gradient: address, batch, seq and head strides in elements)."},
     {"validate", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_validate)),
      METH_VARARGS | METH_KEYWORDS,
      "validate(params, stream=0)\n\nflashcore::validate: raises ValueError naming the argument and the rule; "

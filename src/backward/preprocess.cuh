@@ -1,6 +1,10 @@
 // The fused backwards' preprocess: per query row, D = rowsum(dO * O) in fp32 and the forward's LSE
 // in log2 units, into the workspace (workspace.hpp); padding rows get D = 0 and lse2 = +inf, and so
 // do rows whose LSE is -inf (no visible key), so P = exp2(s - lse2) is 0 there without a branch.
+// It also zeroes the dQ accumulator's rows (when there is one): its CTAs cover every row a main
+// kernel adds into (each sequence's padded_rows per head), and a row's floats are contiguous in
+// both accumulator layouts (row-major, and fragment-ordered blocks: dq_tile.hpp), so each warp
+// clears the span of its own rows; that saves a memset pass over the accumulator.
 #pragma once
 
 #include <cmath>
@@ -36,6 +40,13 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   constexpr int kRowsPerWarp = kPreprocessRows / (kPreprocessThreads / 32);
   static_assert(kRowsPerWarp % kRowsInFlight == 0, "whole groups of rows per warp");
   const int first_row = blockIdx.x * kPreprocessRows + warp * kRowsPerWarp;
+  if (ws.dq_accum != nullptr && first_row < rows) {
+    // Row strides are multiples of 4 floats (head dims are multiples of 8), so 16-byte stores.
+    const int row_count = min(kRowsPerWarp, rows - first_row);
+    float4* span = reinterpret_cast<float4*>(ws.dq_accum + ws.row(h, b, seq.q_start, first_row) * ws.dq_row_stride);
+    const int vectors = row_count * ws.dq_row_stride / 4;
+    for (int i = lane; i < vectors; i += 32) span[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   for (int r0 = 0; r0 < kRowsPerWarp; r0 += kRowsInFlight) {
     float d[kRowsInFlight], lse[kRowsInFlight];
 #pragma unroll

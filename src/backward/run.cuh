@@ -1,5 +1,5 @@
 // One backward call of a fused path: the workspace (workspace.hpp) in one stream-ordered
-// allocation, zeroed dQ accumulator (and turn counters in deterministic mode), preprocess, the
+// allocation, zeroed turn counters (deterministic mode), preprocess (which zeroes the dQ accumulator), the
 // path's main kernel, postprocess (both dQ accumulator steps only where the main kernel adds into
 // it), free. Every step runs on the caller's stream; after the first
 // error nothing more is launched, and the workspace is freed either way.
@@ -38,11 +38,8 @@ Status run_backward(const BackwardParams& bp, DqLayout dq_layout, const char* pa
   BwdWorkspace ws = bwd_workspace_layout(p, kernel_dqk, base, &bytes, accumulated);
   ws.dq_tile_rows = dq_layout.tile_rows;
   Status status = Status::Ok();
-  if (accumulated) {
-    status = cuda_status(cudaMemsetAsync(ws.dq_accum, 0, bytes.dq_accum, stream),
-                         (where + "zeroing the dQ accumulator").c_str());
-  }
-  if (status.ok() && bp.deterministic) {
+  // The preprocess zeroes the dQ accumulator (ws.dq_accum, null when the main kernel writes dq).
+  if (bp.deterministic) {
     status = cuda_status(cudaMemsetAsync(ws.dq_turn, 0, bytes.turns, stream), (where + "zeroing the turn counters").c_str());
   }
   if (status.ok()) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/gpu.hpp"
@@ -38,6 +39,9 @@ struct BackwardRun {
   bool expect_repeatable = true;  // two launches must give bitwise-equal gradients
   const char* tag = "bwd";        // prefix of the printed error lines
   double tolerance_scale = 1.0;   // multiplies the dtype's relative-error tolerance
+  // Call attention_backward from a new thread that has made no CUDA call (no current context), as
+  // PyTorch's autograd threads call it.
+  bool on_fresh_thread = false;
 };
 
 // The path select_backward_path picks for a call of this shape (device placement only: one buffer
@@ -156,7 +160,13 @@ inline void check_backward(const BackwardCase& c, const BackwardRun& run, double
   std::vector<uint8_t> got[3], again[3];
   for (auto* out : {got, again}) {
     ASSERT_EQ(cudaMemcpy(dev.dq, poison_q.data(), poison_q.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    const Status st = attention_backward(dev);
+    Status st;
+    if (run.on_fresh_thread) {
+      std::thread caller([&] { st = attention_backward(dev); });
+      caller.join();
+    } else {
+      st = attention_backward(dev);
+    }
     ASSERT_TRUE(st.ok()) << c.name << ": " << st.message;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     void* ptrs[3] = {dev.dq, dev.dk, dev.dv};

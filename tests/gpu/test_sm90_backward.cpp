@@ -137,6 +137,27 @@ TEST(Sm90Backward, AutoDispatchPicksSm90) {
                                                                                            : KernelPath::kNaiveGpu);
 }
 
+// A thread that has made no CUDA call has no current context, and the driver's tensor-map encoder
+// needs one: the call binds the device's context itself (PyTorch's autograd threads call the
+// backward this way, having only set their device).
+TEST(Sm90Backward, RunsOnAThreadWithNoCurrentContext) {
+  FC_REQUIRE_GPU();
+  int d = 0;
+  for (int candidate : {128, 64, 96, 256}) {
+    if (d == 0 && sm90_takes(candidate, candidate, DType::kFloat16)) d = candidate;
+  }
+  if (d == 0) GTEST_SKIP() << "the sm90 backward is not in this build or the device is not sm_90";
+  testing::TestCase tc;
+  tc.dtype = DType::kFloat16, tc.batch = 1, tc.seqlen_q = 130, tc.seqlen_k = 200, tc.heads_q = 2, tc.heads_kv = 1;
+  tc.head_dim_qk = tc.head_dim_v = d, tc.causal = true, tc.seed = 21;
+  testing::BackwardRun run;
+  run.path = KernelPath::kSm90;
+  run.expect_repeatable = false;
+  run.on_fresh_thread = true;
+  run.tag = "sm90-bwd-thread";
+  testing::check_backward({"fresh thread", tc}, run);
+}
+
 // Deterministic mode: dQ added in a fixed order (KV blocks from the last down, each waiting for its
 // turn), so two launches give bitwise-equal gradients; every feature case, d64 (dQ split by rows),
 // d128 (by columns; both by the dQ writer warp) and d256 (dQ by the dQ pass: no adds at all).

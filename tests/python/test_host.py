@@ -11,6 +11,7 @@ import pytest
 
 import flashcore
 from flashcore import _C, host
+from flashcore._params import build_params, window_bounds
 
 from attention_reference import alibi_slopes, attention, random_qkv, relative_error, varlen_attention
 
@@ -413,6 +414,78 @@ def test_forward_dense_without_lse_and_its_errors():
         _forward_dense_host(q, k, v, window=(1 << 40, 0))
     with pytest.raises(TypeError, match="30 arguments"):
         _C.forward_dense(0, 0, 0)
+
+
+# _C.backward_dense: the torch op's eager backward for dense calls fills BackwardParams in C++. On
+# host arrays both it and _C.backward (params built from Python) run the fp64 CPU backward: the same
+# gradients bit for bit, with strided inputs and gradients, GQA and the mask flags; errors from the
+# same validation, and nothing written then.
+def _backward_general_host(q, k, v, out, lse, dout, grads, **case):
+    qd, kd, vd = host.describe("q", q), host.describe("k", k), host.describe("v", v)
+    window_left, window_right = window_bounds(case.get("window_size", (-1, -1)))
+    params = build_params(qd, kd, vd, host.describe("out", out), host.describe("lse", lse),
+                          softmax_scale=case.get("softmax_scale", 0.0), softcap=case.get("softcap", 0.0),
+                          causal=case.get("causal", False), mask_align=case.get("align", 0),
+                          window_left=window_left, window_right=window_right)
+    as_grad = [[t.ctypes.data, *(s // t.itemsize for s in t.strides[:3])] for t in (dout, *grads)]
+    _C.backward(params, *as_grad, False, 0)
+
+
+def _backward_dense_host(q, k, v, out, lse, dout, grads, *, sizes=None, **case):
+    B, Sq, Hq, Dqk = q.shape
+    _, Sk, Hkv, Dv = v.shape
+    window_left, window_right = window_bounds(case.get("window_size", (-1, -1)))
+    strides = [s // q.itemsize for x in (q, k, v) for s in x.strides[:3]]
+    args = [q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data, lse.ctypes.data,
+            *(sizes or (B, Sq, Hq, Dqk, Sk, Hkv, Dv)), *strides, float(case.get("softmax_scale", 0.0)),
+            float(case.get("softcap", 0.0)), int(_C.DType.FLOAT32), int(case.get("causal", False)),
+            case.get("align", 0), window_left, window_right, int(_C.KernelPath.AUTO)]
+    for t in (dout, *grads):
+        args += [t.ctypes.data, *(s // t.itemsize for s in t.strides[:3])]
+    _C.backward_dense(*args, False, 0)
+
+
+@pytest.mark.parametrize("case", [
+    dict(causal=True),
+    dict(causal=True, align=int(_C.MaskAlign.TOP_LEFT), softmax_scale=0.3),
+    dict(window_size=(5, 2), softcap=20.0),
+    dict(),
+])
+def test_backward_dense_matches_the_general_path(case):
+    rng = np.random.default_rng(11)
+    base_q, base_k, base_v = random_qkv(rng, 2, 29, 33, 8, 8, 16, dv=8, scale=2.0)
+    q = np.ascontiguousarray(base_q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)  # strided, as in the forward test
+    k, v = base_k[:, :, ::4], base_v[:, :, ::4]  # GQA 4
+    mask_align = "top_left" if case.get("align") else "bottom_right"
+    out, lse = host.attention_forward(q, k, v, causal=case.get("causal", False), mask_align=mask_align,
+                                      softmax_scale=case.get("softmax_scale"), softcap=case.get("softcap", 0.0),
+                                      window_size=case.get("window_size", (-1, -1)))
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    # dq with strides of its own ([B, H, S, D] memory); NaN poison shows any element left unwritten.
+    want = [np.full(q.shape, np.nan, np.float32), np.full(k.shape, np.nan, np.float32),
+            np.full(v.shape, np.nan, np.float32)]
+    got = [np.full((q.shape[0], q.shape[2], q.shape[1], q.shape[3]), np.nan, np.float32).transpose(0, 2, 1, 3),
+           np.full(k.shape, np.nan, np.float32), np.full(v.shape, np.nan, np.float32)]
+    _backward_general_host(q, k, v, out, lse, dout, want, **case)
+    _backward_dense_host(q, k, v, out, lse, dout, got, **case)
+    for g, w in zip(got, want):
+        assert np.isfinite(w).all(), "every gradient element is written"
+        np.testing.assert_array_equal(g, w)
+
+
+def test_backward_dense_errors_name_the_rule_and_write_nothing():
+    rng = np.random.default_rng(12)
+    q, k, v = random_qkv(rng, 1, 9, 9, 2, 2, 16)
+    out, lse = host.attention_forward(q, k, v)
+    dout = np.ones_like(out)
+    grads = [np.full(t.shape, np.nan, np.float32) for t in (q, k, v)]
+    with pytest.raises(ValueError, match="heads"):
+        _backward_dense_host(q, k, v, out, lse, dout, grads, sizes=(1, 9, 3, 16, 9, 2, 16))
+    with pytest.raises(ValueError, match="out of range"):
+        _backward_dense_host(q, k, v, out, lse, dout, grads, sizes=(1, 9, 2, 16, 9, 2, 1 << 40))
+    assert all(np.isnan(g).all() for g in grads), "nothing written on error"
+    with pytest.raises(TypeError, match="47 arguments"):
+        _C.backward_dense(0, 0, 0)
 
 
 def test_strict_mode_round_trips_and_host_calls_never_warn():

@@ -14,10 +14,23 @@ torch = pytest.importorskip("torch")
 
 import flashcore  # noqa: E402
 from flashcore import ops  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from attention_reference import alibi_slopes, attention, varlen_attention, visible_mask  # noqa: E402
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class RecordOps(TorchDispatchMode):
+    """A dispatch mode that records the names of the ops it sees (and so routes calls through the op)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 GPU_PATHS = ("sm90", "sm80", "naive")
 
@@ -496,7 +509,6 @@ def test_deterministic_and_the_backward_path_reach_flashcore_bwd(path, determini
     """flashcore::fwd takes `deterministic` after `path`; its autograd passes both (the path through
     backward_path_code) as flashcore::bwd's last two arguments."""
     from flashcore._params import PATHS
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     calls = {}
 
@@ -605,17 +617,6 @@ def test_cpu_tensors_run_the_fp64_cpu_reference():
 def test_eager_fast_path_equals_the_op_and_dispatch_modes_still_see_the_op():
     """Plain eager calls skip the dispatcher (ops.can_call_impl_directly); under a dispatch mode the
     call goes through flashcore::fwd, and both give the same result."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class RecordOps(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 6, 2, 8, generator=gen) for _ in range(3))
     assert ops.can_call_impl_directly(q, k, v)
@@ -625,6 +626,51 @@ def test_eager_fast_path_equals_the_op_and_dispatch_modes_still_see_the_op():
     assert "flashcore.fwd.default" in recorder.names
     torch.testing.assert_close(direct, via_op, rtol=0, atol=0)
     assert not ops.can_call_impl_directly(q.requires_grad_(), k, v)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_eager_autograd_equals_the_op_bitwise(dtype, causal):
+    """A training call in eager mode runs ops.EagerAttention (no dispatcher, the C++ dense entry points
+    on both passes); under a dispatch mode the same call runs flashcore::fwd and flashcore::bwd. With
+    deterministic=True the two give the same output and gradients bit for bit, and every gradient
+    element is written (the dense backward allocates them unzeroed)."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(2, 200, 8, 128, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(2, 333, 2, 128, device="cuda", dtype=dtype, generator=gen)  # GQA 4, Sq != Sk
+    v = torch.randn(2, 333, 2, 128, device="cuda", dtype=dtype, generator=gen)
+    dout = torch.randn(2, 200, 8, 128, device="cuda", dtype=dtype, generator=gen)
+
+    def step(record):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        if record:
+            with RecordOps() as recorder:
+                out = flashcore.flash_attn_func(*leaves, causal=causal, deterministic=True)
+                out.backward(dout)
+            assert "flashcore.fwd.default" in recorder.names and "flashcore.bwd.default" in recorder.names
+        else:
+            assert ops.can_run_eager_autograd(*leaves)
+            out = flashcore.flash_attn_func(*leaves, causal=causal, deterministic=True)
+            assert type(out.grad_fn).__name__ == "EagerAttentionBackward"
+            out.backward(dout)
+        return [out.detach()] + [t.grad for t in leaves]
+
+    eager, via_op = step(False), step(True)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), eager, via_op):
+        assert torch.isfinite(a).all(), name
+        assert torch.equal(a, b), name
+
+
+@requires_cuda
+def test_eager_autograd_with_only_lse_in_the_loss_gives_zero_gradients():
+    """grad_lse is not propagated (flash-attn's rule): a loss of the LSE alone leaves zero gradients,
+    on the eager autograd path as on the op's."""
+    q, k, v = (torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.float16).requires_grad_() for _ in range(3))
+    _, lse, _ = flashcore.flash_attn_func(q, k, v, return_attn_probs=True)
+    lse.sum().backward()
+    for t in (q, k, v):
+        assert t.grad is not None and torch.count_nonzero(t.grad) == 0
 
 
 # ------------------------------------------------------------------------------------------------

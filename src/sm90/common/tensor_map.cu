@@ -15,8 +15,22 @@ namespace {
 
 // ---- Driver entry point (no libcuda link) ------------------------------------------------------
 PFN_cuTensorMapEncodeTiled_v12000 g_encode_tiled = nullptr;
+PFN_cuCtxGetCurrent_v4000 g_ctx_get_current = nullptr;
 cudaError_t g_encode_lookup_error = cudaSuccess;
 std::once_flag g_encode_once;
+
+// cuTensorMapEncodeTiled needs a current context (CUDA_ERROR_INVALID_CONTEXT otherwise), and a
+// thread may not have one yet: the runtime binds its primary context on the first runtime call that
+// needs one, and a thread that has only set its device (PyTorch's autograd threads) has made none.
+// cudaFree(nullptr) is such a call; it is made only when no context is current, so a context the
+// caller made current stays so.
+Status ensure_current_context() {
+  CUcontext current = nullptr;
+  if (g_ctx_get_current != nullptr && g_ctx_get_current(&current) == CUDA_SUCCESS && current != nullptr) {
+    return Status::Ok();
+  }
+  return cuda_status(cudaFree(nullptr), "sm90: binding the device's context to this thread (cudaFree(nullptr))");
+}
 
 Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
   std::call_once(g_encode_once, [] {
@@ -27,6 +41,12 @@ Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
     if (g_encode_lookup_error == cudaSuccess && query == cudaDriverEntryPointSuccess) {
       g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
     }
+    void* get_current = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get_current, 4000, cudaEnableDefault, &query) ==
+            cudaSuccess &&
+        query == cudaDriverEntryPointSuccess) {
+      g_ctx_get_current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(get_current);
+    }
   });
   if (g_encode_tiled == nullptr) {
     if (g_encode_lookup_error != cudaSuccess) {
@@ -34,6 +54,7 @@ Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
     }
     return Status::CudaError("sm90: the driver has no cuTensorMapEncodeTiled (CUDA 12.0+ driver needed)");
   }
+  FC_RETURN_IF_ERROR(ensure_current_context());
   *fn = g_encode_tiled;
   return Status::Ok();
 }
