@@ -512,7 +512,7 @@ def test_deterministic_and_the_backward_path_reach_flashcore_bwd(path, determini
 
     calls = {}
 
-    class RecordOps(TorchDispatchMode):
+    class RecordCalls(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             calls.setdefault(str(func), []).append(args)
             return func(*args, **(kwargs or {}))
@@ -520,7 +520,7 @@ def test_deterministic_and_the_backward_path_reach_flashcore_bwd(path, determini
     gen = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(1, 12, 2, 16, generator=gen).requires_grad_() for _ in range(3))
     dout = torch.randn(1, 12, 2, 16, generator=gen)
-    with RecordOps():
+    with RecordCalls():
         flashcore.flash_attn_func(q, k, v, causal=True, deterministic=deterministic, _path=path).backward(dout)
     (fwd_args,) = calls["flashcore.fwd.default"]
     (bwd_args,) = calls["flashcore.bwd.default"]
