@@ -151,8 +151,9 @@ FLASHCORE_API fc_status fc_backward_params_init(fc_backward_params* params);
 /* Sets the gradients' strides to those of o, q, k, v in `forward`. */
 FLASHCORE_API fc_status fc_set_grad_strides_like_forward(fc_backward_params* params);
 
-/* Computes dq, dk, dv on `stream`. Today only host pointers run (the fp64 CPU reference,
- * synchronously); device pointers return FC_STATUS_UNSUPPORTED. On any error nothing is written. */
+/* Computes dq, dk, dv on `stream` (flashcore::attention_backward: the fused sm90 / sm80 backwards,
+ * the naive GPU backward, or, for host pointers, the fp64 CPU reference synchronously). Every
+ * element of dq, dk, dv is written. On any error nothing is written. */
 FLASHCORE_API fc_status fc_attention_backward(const fc_backward_params* params, void* stream);
 
 /* Whether `path` (FC_PATH_*) can run the call: FC_STATUS_OK if so, FC_STATUS_UNSUPPORTED with the

@@ -237,10 +237,13 @@ FLASHCORE_API void set_grad_strides_like_forward(BackwardParams& params);
 FLASHCORE_API Status validate_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
 
 // Computes dq, dk, dv on the first backward path that supports the call (forward.path pins one):
-// sm80 (mma.sync; fp16/bf16, head dims 32, 64, 96, 128; compute capability >= 8.0), the naive GPU
-// backward (any call on a device), the fp64 CPU reference (host pointers). The sm80 path takes a
-// stream-ordered workspace on `stream` (cudaMallocAsync, freed after its kernels; allowed during
-// graph capture): fp32 dQ plus two floats per query row and head. On any error nothing is written.
+// sm90 (wgmma + TMA; fp16/bf16, head dims up to 256; compute capability 9.0, sm_90a builds), sm80
+// (mma.sync; fp16/bf16, head dims up to 256; compute capability >= 8.0), the naive GPU backward (any
+// call on a device), the fp64 CPU reference (host pointers). Every element of dq, dk, dv is written
+// (zeros for keys no row sees, rows that see no key and varlen tokens past the last sequence), so
+// they need no zeroing. The fused paths take a stream-ordered workspace on `stream`
+// (cudaMallocAsync, freed after their kernels; allowed during graph capture): fp32 dQ plus two
+// floats per query row and head. On any error nothing is written.
 FLASHCORE_API Status attention_backward(const BackwardParams& params, cudaStream_t stream = nullptr);
 
 // The path attention_backward would pick (kAuto resolved), or an error naming why each path cannot

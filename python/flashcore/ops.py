@@ -234,8 +234,8 @@ def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, ls
             and lse.shape == (q.shape[0], q.shape[2], q.shape[1])):
         args = _dense_call_args(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right, path)
         if args is not None:
-            # Every backward path writes every element of a dense call's dq, dk, dv (zeros where no row
-            # or key is visible), so they need no zeroing.
+            # Every backward path writes every element of dq, dk, dv (zeros where no row or key is
+            # visible), so they need no zeroing.
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             args[3], args[4] = out.data_ptr(), lse.data_ptr()
             _call_on_device(q.device, _C.backward_dense, *args, *_grad_args(dout), *_grad_args(dq), *_grad_args(dk),
@@ -250,9 +250,8 @@ def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, ls
                           max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                           softcap=softcap, causal=causal, mask_align=mask_align, window_left=window_left,
                           window_right=window_right, path=path)
-    # Varlen: tokens past the last sequence are not the call's and are not written, so they are zeroed.
-    new = torch.zeros_like if varlen else torch.empty_like
-    dq, dk, dv = new(q), new(k), new(v)
+    # Every backward writes every element (zero gradients for tokens past a varlen call's last sequence).
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     grads = [_grad_strides(t, varlen) for t in (dout, dq, dk, dv)]
     if q.device.type == "cuda":
         _call_on_device(q.device, _C.backward, params, *grads, deterministic, _current_stream_handle(q.device))

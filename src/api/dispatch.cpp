@@ -11,6 +11,7 @@
 #include "api/paths.hpp"
 #include "api/realign.hpp"
 #include "api/slow_path.hpp"
+#include "backward/varlen_tail.hpp"
 #include "common/cuda_check.hpp"
 
 namespace flashcore {
@@ -285,7 +286,8 @@ Status attention_backward(const BackwardParams& params, cudaStream_t stream) {
     if (detail::fell_back_to_naive(f, ops.path)) {
       FC_RETURN_IF_ERROR(detail::slow_path_notice("attention_backward", refusals));
     }
-    return ops.run(params, info, stream);
+    FC_RETURN_IF_ERROR(ops.run(params, info, stream));
+    return backward::zero_varlen_gradient_tails(params, info.pointers_on_host, stream);
   });
 }
 

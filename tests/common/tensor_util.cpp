@@ -123,6 +123,7 @@ std::string TestCase::describe() const {
     os << "] k=[";
     for (size_t i = 0; i < varlen_k.size(); ++i) os << (i ? "," : "") << varlen_k[i];
     os << "]";
+    if (varlen_tail_q != 0 || varlen_tail_k != 0) os << " tail q+" << varlen_tail_q << " k+" << varlen_tail_k;
   }
   if (!seqused_k.empty()) {
     os << " seqused_k=[";
@@ -254,8 +255,8 @@ HostProblem make_problem(const TestCase& tc) {
       max_k = std::max(max_k, tc.varlen_k[size_t(b)]);
     }
     outer = 1;
-    q_tokens = pr.cu_seqlens_q.back();
-    k_tokens = pr.cu_seqlens_k.back();
+    q_tokens = pr.cu_seqlens_q.back() + tc.varlen_tail_q;
+    k_tokens = pr.cu_seqlens_k.back() + tc.varlen_tail_k;
     p.seqlen_q = max_q;
     p.seqlen_k = max_k;
     p.total_q = q_tokens;

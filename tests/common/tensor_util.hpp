@@ -45,6 +45,8 @@ struct TestCase {
   // Varlen when non-empty: one entry per sequence (batch = size); lengths may be 0.
   std::vector<int> varlen_q, varlen_k;
   std::vector<int> seqused_k;  // optional [B]: keys that count (<= varlen_k[b] or seqlen_k)
+  // Varlen: rows of the packed q / k tensors past the last sequence (tokens no sequence owns).
+  int varlen_tail_q = 0, varlen_tail_k = 0;
   float input_scale = 1.0f;    // q, k, v ~ N(0, 1) * input_scale
   // (key position, gain): the K rows at that position of every sequence and head are multiplied by
   // gain after drawing (positions past a sequence's keys are skipped). A large gain makes the key's

@@ -162,6 +162,34 @@ TEST(ReferenceBackward, VarlenWithSequsedKMatchesFiniteDifferences) {
   expect_matches_finite_differences(tc, "varlen + seqused_k, causal");
 }
 
+// Tokens of the packed tensors that no sequence owns do not reach the output: their gradient is 0,
+// written (attention_backward zeroes them after any path), so callers may pass unzeroed buffers.
+TEST(ReferenceBackward, VarlenTokensPastTheLastSequenceGetZeroGradients) {
+  testing::TestCase tc = base_case();
+  tc.varlen_q = {7, 12};
+  tc.varlen_k = {9, 15};
+  tc.varlen_tail_q = 3, tc.varlen_tail_k = 5;
+  tc.batch = 2;
+  BackwardProblem bp = make_backward(tc);
+  ASSERT_TRUE(attention_backward(bp.params).ok());
+  const AttentionParams& p = bp.params.forward;
+  ASSERT_EQ(p.total_q, 19 + 3);
+  ASSERT_EQ(p.total_k, 24 + 5);
+  auto expect_zero_rows = [](const std::vector<float>& g, int64_t first, int64_t total, int heads, int dim,
+                             int64_t seq_stride, int64_t head_stride, const char* name) {
+    for (int64_t row = first; row < total; ++row)
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < dim; ++d)
+          ASSERT_EQ(g[size_t(row * seq_stride + h * head_stride + d)], 0.0f) << name << " row " << row;
+  };
+  expect_zero_rows(bp.dq, 19, p.total_q, p.heads_q, p.head_dim_qk, p.q_seq_stride, p.q_head_stride, "dq");
+  expect_zero_rows(bp.dk, 24, p.total_k, p.heads_kv, p.head_dim_qk, p.k_seq_stride, p.k_head_stride, "dk");
+  expect_zero_rows(bp.dv, 24, p.total_k, p.heads_kv, p.head_dim_v, p.v_seq_stride, p.v_head_stride, "dv");
+  for (const auto* g : {&bp.dq, &bp.dk, &bp.dv})
+    for (float x : *g) ASSERT_FALSE(std::isnan(x)) << "every gradient element is written";
+  expect_matches_finite_differences(tc, "varlen with tail tokens");
+}
+
 TEST(ReferenceBackward, RowsWithoutKeysGetZeroGradientsAndNoNan) {
   testing::TestCase tc = base_case();
   tc.causal = true;

@@ -78,7 +78,7 @@ inline bool backward_path_takes(KernelPath path, int dqk, int dv, DType dt, cons
 
 // The sm80 backward's feature cases for one head-dim pair: dense with Sq != Sk, causal GQA, top-left
 // causal with Sq > Sk and ALiBi, window + softcap on scaled inputs, rows without keys, MQA one past a
-// block, varlen with seqused_k.
+// block, varlen with seqused_k and tokens past the last sequence.
 inline std::vector<BackwardCase> backward_feature_cases(DType dt, int d, int dv = 0) {
   std::vector<BackwardCase> out;
   auto base = [&] {
@@ -108,8 +108,8 @@ inline std::vector<BackwardCase> backward_feature_cases(DType dt, int d, int dv 
   out.push_back({"MQA 4/1, one past a block", tc});
   tc = base();
   tc.varlen_q = {33, 0, 171, 64}, tc.varlen_k = {40, 5, 300, 64}, tc.seqused_k = {31, 5, 290, 64}, tc.batch = 4;
-  tc.causal = true;
-  out.push_back({"varlen + seqused_k", tc});
+  tc.causal = true, tc.varlen_tail_q = 5, tc.varlen_tail_k = 9;  // tokens no sequence owns: zero gradients
+  out.push_back({"varlen + seqused_k, tail tokens", tc});
   return out;
 }
 

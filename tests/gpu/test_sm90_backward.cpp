@@ -44,8 +44,8 @@ std::vector<BackwardCase> feature_cases(DType dt, int dqk, int dv) {
   out.push_back({"causal S 1000, 8 KV blocks", tc});
   tc = base();
   tc.varlen_q = {33, 0, 171, 64}, tc.varlen_k = {40, 5, 300, 64}, tc.seqused_k = {31, 5, 290, 64}, tc.batch = 4;
-  tc.causal = true;
-  out.push_back({"varlen + seqused_k, causal", tc});
+  tc.causal = true, tc.varlen_tail_q = 5, tc.varlen_tail_k = 9;  // tokens no sequence owns: zero gradients
+  out.push_back({"varlen + seqused_k, causal, tail tokens", tc});
   tc = base();
   tc.varlen_q = {300, 129, 64}, tc.varlen_k = {300, 129, 64}, tc.batch = 3, tc.heads_q = 4, tc.heads_kv = 2;
   tc.window_left = 70, tc.window_right = 20;

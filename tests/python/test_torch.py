@@ -461,6 +461,27 @@ def test_backward_varlen_equals_per_sequence_dense_backward():
 
 
 @requires_cuda
+def test_backward_varlen_tokens_past_the_last_sequence_get_zero_gradients():
+    """The packed tensors may hold tokens no sequence owns (rows past cu_seqlens[-1]); they do not
+    reach the output, so their gradients are 0, written by the backward (dq, dk, dv come unzeroed
+    from the allocator: NaN-filled blocks are freed first so the allocator hands them back)."""
+    cu_q = torch.tensor([0, 37, 101], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, 50, 130], dtype=torch.int32, device="cuda")
+    q = torch.randn(110, 4, 64, device="cuda", dtype=torch.float16)  # 9 tail rows
+    k, v = (torch.randn(140, 2, 64, device="cuda", dtype=torch.float16) for _ in range(2))  # 10 tail rows
+    dout = torch.randn(110, 4, 64, device="cuda", dtype=torch.float16)
+    qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+    poison = [torch.full(shape, float("nan"), device="cuda", dtype=torch.float16)
+              for shape in (q.shape,) * 3 + (k.shape,) * 4]
+    del poison  # NaN-filled blocks back in the cache, for out and the gradients to take
+    flashcore.flash_attn_varlen_func(qg, kg, vg, cu_q, cu_k, 64, 80, causal=True).backward(dout)
+    for name, grad, first in (("dq", qg.grad, 101), ("dk", kg.grad, 130), ("dv", vg.grad, 130)):
+        assert torch.isfinite(grad).all(), name
+        assert torch.count_nonzero(grad[first:]) == 0, name
+        assert torch.count_nonzero(grad[:first]) > 0, name
+
+
+@requires_cuda
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_cuda_graph_capture_of_a_training_step(deterministic):
     # Forward and backward captured in one CUDA graph (the backward's workspace, and in deterministic
