@@ -444,21 +444,31 @@ Result run_backward_config(const fb::BenchConfig& c, const Options& opt, const c
     return s.ok() ? flashcore::attention_backward(bp, nullptr) : s;
   };
   for (int i = 0; st.ok() && i < opt.warmup; ++i) st = step();
+  // An event pair per call and one synchronization after the last, as the forward is timed: the host
+  // enqueues ahead of the GPU, so a call's time is its GPU time, not its host time as well (and the
+  // stream-ordered pool keeps the workspace between calls instead of returning it at each sync).
   std::vector<float> times;
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; st.ok() && i < opt.iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(start));
+  std::vector<cudaEvent_t> start(size_t(opt.iters)), stop(size_t(opt.iters));
+  for (int i = 0; i < opt.iters; ++i) {
+    BENCH_CUDA(cudaEventCreate(&start[size_t(i)]));
+    BENCH_CUDA(cudaEventCreate(&stop[size_t(i)]));
+  }
+  int timed = 0;
+  for (; st.ok() && timed < opt.iters; ++timed) {
+    BENCH_CUDA(cudaEventRecord(start[size_t(timed)]));
     st = step();
-    BENCH_CUDA(cudaEventRecord(stop));
-    BENCH_CUDA(cudaEventSynchronize(stop));
+    BENCH_CUDA(cudaEventRecord(stop[size_t(timed)]));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  for (int i = 0; st.ok() && i < timed; ++i) {
     float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start[size_t(i)], stop[size_t(i)]));
     times.push_back(ms);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  for (int i = 0; i < opt.iters; ++i) {
+    cudaEventDestroy(start[size_t(i)]);
+    cudaEventDestroy(stop[size_t(i)]);
+  }
   if (!st.ok()) {
     res.note = "run failed: " + st.message;
     std::replace(res.note.begin(), res.note.end(), '\n', ' ');
