@@ -64,6 +64,20 @@ bool emit_pending_warning() {
   return PyErr_WarnEx(g_slow_path_warning, message.c_str(), 2) == 0;
 }
 
+// Runs call() (a Status-returning C++ API call) with the GIL released (the CPU reference can take a
+// while, and validation may copy cu_seqlens from the device), then returns None, or nullptr with the
+// Python error set for a failed status or a slow-path warning turned into an exception.
+template <class Call>
+PyObject* run_released(Call&& call) {
+  Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = call();
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) return set_error(status);
+  if (!emit_pending_warning()) return nullptr;
+  Py_RETURN_NONE;
+}
+
 // Reads (params[, stream]) of forward/validate; false with a TypeError set when they do not parse.
 bool parse_params(PyObject* args, PyObject* kwargs, const AttentionParams** params, cudaStream_t* stream,
                   bool with_stream) {
@@ -93,21 +107,14 @@ flashcore::ForwardOverrides g_overrides;
 bool g_has_overrides = false;
 const flashcore::ForwardOverrides* active_overrides() { return g_has_overrides ? &g_overrides : nullptr; }
 
-// forward(params, stream=0): flashcore::attention_forward. The GIL is released while it runs: the
-// CPU reference can take a while, and validation may copy cu_seqlens from the device.
+// forward(params, stream=0): flashcore::attention_forward (run_released).
 PyObject* py_forward(PyObject*, PyObject* args, PyObject* kwargs) {
   const AttentionParams* params = nullptr;
   cudaStream_t stream = nullptr;
   if (!parse_params(args, kwargs, &params, &stream, true)) return nullptr;
   AttentionParams call = *params;
   call.overrides = active_overrides();
-  Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = flashcore::attention_forward(call, stream);
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return set_error(status);
-  if (!emit_pending_warning()) return nullptr;
-  Py_RETURN_NONE;
+  return run_released([&] { return flashcore::attention_forward(call, stream); });
 }
 
 // The dense call's arguments shared by forward_dense and backward_dense, args[0 .. kDenseArgs):
@@ -188,13 +195,7 @@ PyObject* py_forward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   cudaStream_t stream = nullptr;
   if (!parse_dense_call(args, &p) || !parse_stream(args[kDenseArgs], &stream)) return nullptr;
   p.overrides = active_overrides();
-  Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = flashcore::attention_forward(p, stream);
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return set_error(status);
-  if (!emit_pending_warning()) return nullptr;
-  Py_RETURN_NONE;
+  return run_released([&] { return flashcore::attention_forward(p, stream); });
 }
 
 // backward_dense(<the dense call's 29 arguments, o and lse as the forward wrote them>, dout, dq, dk,
@@ -228,13 +229,7 @@ PyObject* py_backward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   bp.dv = address(12);
   bp.dv_batch_stride = grad[13], bp.dv_seq_stride = grad[14], bp.dv_head_stride = grad[15];
   bp.deterministic = deterministic != 0;
-  Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = flashcore::attention_backward(bp, stream);
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return set_error(status);
-  if (!emit_pending_warning()) return nullptr;
-  Py_RETURN_NONE;
+  return run_released([&] { return flashcore::attention_backward(bp, stream); });
 }
 
 // validate(params, stream=0): flashcore::validate; writes nothing.
