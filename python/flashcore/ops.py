@@ -209,12 +209,6 @@ def _grad_strides(t: Tensor, varlen: bool):
     return [t.data_ptr(), 0, st[0], st[1]] if varlen else [t.data_ptr(), st[0], st[1], st[2]]
 
 
-def _grad_args(t: Tensor):
-    """(address, batch, seq, head strides) of a dense gradient tensor for _C.backward_dense."""
-    st = t.stride()
-    return (t.data_ptr(), st[0], st[1], st[2])
-
-
 def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqused_k: Optional[Tensor],
                   alibi_slopes: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
@@ -228,19 +222,21 @@ def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, ls
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
-    if (not varlen and seqused_k is None and alibi_slopes is None and q.device.type == "cuda"
-            and out.is_contiguous() and lse.is_contiguous() and dout.shape == out.shape and q.dim() == 4
-            and out.shape == (q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
-            and lse.shape == (q.shape[0], q.shape[2], q.shape[1])):
+    # Every backward writes every element of dq, dk, dv (zeros where no row or key is visible, and for
+    # varlen tokens past the last sequence), so they need no zeroing.
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    args = None
+    if not varlen and seqused_k is None and alibi_slopes is None and q.device.type == "cuda":
         args = _dense_call_args(q, k, v, softmax_scale, softcap, causal, mask_align, window_left, window_right, path)
-        if args is not None:
-            # Every backward path writes every element of dq, dk, dv (zeros where no row or key is
-            # visible), so they need no zeroing.
-            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            args[3], args[4] = out.data_ptr(), lse.data_ptr()
-            _call_on_device(q.device, _C.backward_dense, *args, *_grad_args(dout), *_grad_args(dq), *_grad_args(dk),
-                            *_grad_args(dv), bool(deterministic), _current_stream_handle(q.device))
-            return dq, dk, dv
+    # _C.backward_dense takes o and lse as the forward wrote them (contiguous [B, Sq, Hq, Dv], [B, Hq, Sq]).
+    if (args is not None and out.is_contiguous() and lse.is_contiguous()
+            and dout.shape == out.shape == (*q.shape[:3], v.shape[3])
+            and lse.shape == (q.shape[0], q.shape[2], q.shape[1])):
+        args[3], args[4] = out.data_ptr(), lse.data_ptr()
+        grads = [x for t in (dout, dq, dk, dv) for x in _grad_strides(t, False)]
+        _call_on_device(q.device, _C.backward_dense, *args, *grads, bool(deterministic),
+                        _current_stream_handle(q.device))
+        return dq, dk, dv
     descs = dict(cu_seqlens_q=describe_real("cu_seqlens_q", cu_seqlens_q),
                  cu_seqlens_k=describe_real("cu_seqlens_k", cu_seqlens_k),
                  seqused_k=describe_real("seqused_k", seqused_k),
@@ -250,8 +246,6 @@ def backward_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, ls
                           max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale,
                           softcap=softcap, causal=causal, mask_align=mask_align, window_left=window_left,
                           window_right=window_right, path=path)
-    # Every backward writes every element (zero gradients for tokens past a varlen call's last sequence).
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     grads = [_grad_strides(t, varlen) for t in (dout, dq, dk, dv)]
     if q.device.type == "cuda":
         _call_on_device(q.device, _C.backward, params, *grads, deterministic, _current_stream_handle(q.device))

@@ -172,6 +172,19 @@ bool parse_dense_call(PyObject* const* args, AttentionParams* out) {
   return true;
 }
 
+// dout, dq, dk, dv of `bp` from (address, batch stride, seq stride, head stride) each, in that order.
+void set_gradients(flashcore::BackwardParams& bp, const int64_t (&g)[16]) {
+  auto address = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(g[i])); };
+  bp.dout = address(0);
+  bp.dout_batch_stride = g[1], bp.dout_seq_stride = g[2], bp.dout_head_stride = g[3];
+  bp.dq = address(4);
+  bp.dq_batch_stride = g[5], bp.dq_seq_stride = g[6], bp.dq_head_stride = g[7];
+  bp.dk = address(8);
+  bp.dk_batch_stride = g[9], bp.dk_seq_stride = g[10], bp.dk_head_stride = g[11];
+  bp.dv = address(12);
+  bp.dv_batch_stride = g[13], bp.dv_seq_stride = g[14], bp.dv_head_stride = g[15];
+}
+
 // A stream handle (an int) as a cudaStream_t; false with a Python error set when it does not convert.
 bool parse_stream(PyObject* arg, cudaStream_t* stream) {
   const unsigned long long handle = PyLong_AsUnsignedLongLong(arg);
@@ -210,24 +223,16 @@ PyObject* py_backward_dense(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   }
   flashcore::BackwardParams bp;
   if (!parse_dense_call(args, &bp.forward)) return nullptr;
-  long long grad[kGradArgs] = {};
+  int64_t grad[kGradArgs] = {};
   for (Py_ssize_t i = 0; i < kGradArgs; ++i) {
-    grad[i] = i % 4 == 0 ? (long long)PyLong_AsUnsignedLongLong(args[kDenseArgs + i])  // the addresses
-                         : PyLong_AsLongLong(args[kDenseArgs + i]);
+    grad[i] = i % 4 == 0 ? int64_t(PyLong_AsUnsignedLongLong(args[kDenseArgs + i]))  // the addresses
+                         : int64_t(PyLong_AsLongLong(args[kDenseArgs + i]));
     if (PyErr_Occurred()) return nullptr;
   }
   const int deterministic = PyObject_IsTrue(args[kDenseArgs + kGradArgs]);
   cudaStream_t stream = nullptr;
   if (deterministic < 0 || !parse_stream(args[kDenseArgs + kGradArgs + 1], &stream)) return nullptr;
-  auto address = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(grad[i])); };
-  bp.dout = address(0);
-  bp.dout_batch_stride = grad[1], bp.dout_seq_stride = grad[2], bp.dout_head_stride = grad[3];
-  bp.dq = address(4);
-  bp.dq_batch_stride = grad[5], bp.dq_seq_stride = grad[6], bp.dq_head_stride = grad[7];
-  bp.dk = address(8);
-  bp.dk_batch_stride = grad[9], bp.dk_seq_stride = grad[10], bp.dk_head_stride = grad[11];
-  bp.dv = address(12);
-  bp.dv_batch_stride = grad[13], bp.dv_seq_stride = grad[14], bp.dv_head_stride = grad[15];
+  set_gradients(bp, grad);
   bp.deterministic = deterministic != 0;
   return run_released([&] { return flashcore::attention_backward(bp, stream); });
 }
@@ -237,12 +242,7 @@ PyObject* py_validate(PyObject*, PyObject* args, PyObject* kwargs) {
   const AttentionParams* params = nullptr;
   cudaStream_t stream = nullptr;
   if (!parse_params(args, kwargs, &params, &stream, true)) return nullptr;
-  Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = flashcore::validate(*params, stream);
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return set_error(status);
-  Py_RETURN_NONE;
+  return run_released([&] { return flashcore::validate(*params, stream); });
 }
 
 // select_path(params): the KernelPath forward() would run, or UnsupportedError.
@@ -267,16 +267,13 @@ PyObject* py_softmax_forward(PyObject*, PyObject* args, PyObject* kwargs) {
                                    &cols, &dtype, &variant, &stream_handle)) {
     return nullptr;
   }
-  Status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = flashcore::softmax_forward(reinterpret_cast<const void*>(static_cast<uintptr_t>(x)),
+  return run_released([&] {
+    return flashcore::softmax_forward(reinterpret_cast<const void*>(static_cast<uintptr_t>(x)),
                                       reinterpret_cast<void*>(static_cast<uintptr_t>(y)),
                                       reinterpret_cast<float*>(static_cast<uintptr_t>(lse)), rows, cols,
                                       static_cast<DType>(dtype), static_cast<flashcore::SoftmaxVariant>(variant),
                                       reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream_handle)));
-  Py_END_ALLOW_THREADS
-  if (!status.ok()) return set_error(status);
-  Py_RETURN_NONE;
+  });
 }
 
 PyMethodDef g_status_methods[] = {
@@ -455,14 +452,12 @@ PYBIND11_MODULE(_C, m) {
         flashcore::BackwardParams bp;
         bp.forward = forward;
         bp.forward.overrides = nullptr;
-        bp.dout = reinterpret_cast<const void*>(uintptr_t(dout[0]));
-        bp.dout_batch_stride = dout[1], bp.dout_seq_stride = dout[2], bp.dout_head_stride = dout[3];
-        bp.dq = reinterpret_cast<void*>(uintptr_t(dq[0]));
-        bp.dq_batch_stride = dq[1], bp.dq_seq_stride = dq[2], bp.dq_head_stride = dq[3];
-        bp.dk = reinterpret_cast<void*>(uintptr_t(dk[0]));
-        bp.dk_batch_stride = dk[1], bp.dk_seq_stride = dk[2], bp.dk_head_stride = dk[3];
-        bp.dv = reinterpret_cast<void*>(uintptr_t(dv[0]));
-        bp.dv_batch_stride = dv[1], bp.dv_seq_stride = dv[2], bp.dv_head_stride = dv[3];
+        int64_t grad[16];
+        for (int t = 0; t < 4; ++t) {
+          const std::vector<int64_t>& g = t == 0 ? dout : t == 1 ? dq : t == 2 ? dk : dv;
+          for (int i = 0; i < 4; ++i) grad[4 * t + i] = g[size_t(i)];
+        }
+        set_gradients(bp, grad);
         bp.deterministic = deterministic;
         Status status;
         {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -377,6 +378,38 @@ std::string check_against_reference(const fb::BenchConfig& c, const DeviceProble
   return "";
 }
 
+// Times `iters` calls call(i) as the benchmark protocol does: an event pair around each call and one
+// synchronization after the last, so the host enqueues ahead of the GPU and a call's time is its GPU
+// time (and the stream-ordered pool keeps workspaces between calls instead of returning them at
+// each sync). Stops at the first failed call and returns its status; `times` holds the calls before.
+Status time_each_call(int iters, const std::function<Status(int)>& call, std::vector<float>* times) {
+  std::vector<cudaEvent_t> start(static_cast<size_t>(iters)), stop(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    BENCH_CUDA(cudaEventCreate(&start[size_t(i)]));
+    BENCH_CUDA(cudaEventCreate(&stop[size_t(i)]));
+  }
+  Status st = Status::Ok();
+  int done = 0;
+  for (; done < iters; ++done) {
+    BENCH_CUDA(cudaEventRecord(start[size_t(done)]));
+    st = call(done);
+    BENCH_CUDA(cudaEventRecord(stop[size_t(done)]));
+    if (!st.ok()) break;
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  times->clear();
+  for (int i = 0; i < iters; ++i) {
+    if (i < done) {
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start[size_t(i)], stop[size_t(i)]));
+      times->push_back(ms);
+    }
+    cudaEventDestroy(start[size_t(i)]);
+    cudaEventDestroy(stop[size_t(i)]);
+  }
+  return st;
+}
+
 // The backward (or forward + backward) of one configuration: the forward runs once for o and lse,
 // then the gradients are checked for being written and finite (NaN poison first; their values are
 // the tests' business) and timed. The backward runs on --path where that path has a backward (sm80,
@@ -444,31 +477,8 @@ Result run_backward_config(const fb::BenchConfig& c, const Options& opt, const c
     return s.ok() ? flashcore::attention_backward(bp, nullptr) : s;
   };
   for (int i = 0; st.ok() && i < opt.warmup; ++i) st = step();
-  // An event pair per call and one synchronization after the last, as the forward is timed: the host
-  // enqueues ahead of the GPU, so a call's time is its GPU time, not its host time as well (and the
-  // stream-ordered pool keeps the workspace between calls instead of returning it at each sync).
   std::vector<float> times;
-  std::vector<cudaEvent_t> start(size_t(opt.iters)), stop(size_t(opt.iters));
-  for (int i = 0; i < opt.iters; ++i) {
-    BENCH_CUDA(cudaEventCreate(&start[size_t(i)]));
-    BENCH_CUDA(cudaEventCreate(&stop[size_t(i)]));
-  }
-  int timed = 0;
-  for (; st.ok() && timed < opt.iters; ++timed) {
-    BENCH_CUDA(cudaEventRecord(start[size_t(timed)]));
-    st = step();
-    BENCH_CUDA(cudaEventRecord(stop[size_t(timed)]));
-  }
-  BENCH_CUDA(cudaDeviceSynchronize());
-  for (int i = 0; st.ok() && i < timed; ++i) {
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start[size_t(i)], stop[size_t(i)]));
-    times.push_back(ms);
-  }
-  for (int i = 0; i < opt.iters; ++i) {
-    cudaEventDestroy(start[size_t(i)]);
-    cudaEventDestroy(stop[size_t(i)]);
-  }
+  if (st.ok()) st = time_each_call(opt.iters, [&](int) { return step(); }, &times);
   if (!st.ok()) {
     res.note = "run failed: " + st.message;
     std::replace(res.note.begin(), res.note.end(), '\n', ' ');
@@ -525,23 +535,10 @@ Result run_config(const fb::BenchConfig& c, const Options& opt, const cudaDevice
     st = flashcore::attention_forward(params[i % sets], nullptr);
     if (!st.ok()) { res.note = "run failed: " + st.message; dp.release(); return res; }
   }
-  std::vector<cudaEvent_t> start(opt.iters), stop(opt.iters);
-  for (int i = 0; i < opt.iters; ++i) { BENCH_CUDA(cudaEventCreate(&start[i])); BENCH_CUDA(cudaEventCreate(&stop[i])); }
-  for (int i = 0; i < opt.iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(start[i]));
-    st = flashcore::attention_forward(params[i % sets], nullptr);
-    BENCH_CUDA(cudaEventRecord(stop[i]));
-    if (!st.ok()) { res.note = "run failed: " + st.message; break; }
-  }
-  BENCH_CUDA(cudaDeviceSynchronize());
   std::vector<float> times;
-  for (int i = 0; i < opt.iters; ++i) {
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start[i], stop[i]));
-    times.push_back(ms);
-    cudaEventDestroy(start[i]);
-    cudaEventDestroy(stop[i]);
-  }
+  st = time_each_call(opt.iters, [&](int i) { return flashcore::attention_forward(params[i % sets], nullptr); },
+                      &times);
+  if (!st.ok()) res.note = "run failed: " + st.message;
   if (st.ok()) {
     std::sort(times.begin(), times.end());
     res.ms = times[times.size() / 2];
