@@ -8,6 +8,7 @@
 #include "common/device_dtype.cuh"
 #include "backward/dq_tile.hpp"
 #include "backward/workspace.hpp"
+#include "ptx/barrier.hpp"
 
 namespace flashcore::backward {
 
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_kernel(co
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);
   const int m0 = blockIdx.x * kPostprocessRows;
   if (m0 >= seq.seqlen_q) return;
+  ptx::wait_for_previous_grid();  // a programmatic dependent of the main kernel (run.cuh)
   const float* acc = ws.dq_accum + ws.row(h, b, seq.q_start, m0) * ws.dq_row_stride;
   write_dq_rows<Element>(bp, seq, h, b, m0, min(kPostprocessRows, seq.seqlen_q - m0), acc, ws.dq_row_stride,
                          attn::softmax_scale(p));
@@ -67,6 +69,7 @@ __global__ void __launch_bounds__(kPostprocessThreads) bwd_postprocess_tiles_ker
   const int block_rows = ws.dq_tile_rows;
   const int m0 = blockIdx.x * block_rows;
   if (m0 >= seq.seqlen_q) return;
+  ptx::wait_for_previous_grid();
   const float4* acc =
       reinterpret_cast<const float4*>(ws.dq_accum + ws.row(h, b, seq.q_start, m0) * int64_t(kDqTileCols));
   for (int f4 = threadIdx.x; f4 < block_rows * kDqTileCols / 4; f4 += kPostprocessThreads) {

@@ -13,6 +13,7 @@
 #include "attention/mask.hpp"
 #include "common/device_dtype.cuh"
 #include "backward/workspace.hpp"
+#include "ptx/barrier.hpp"
 
 namespace flashcore::backward {
 
@@ -23,6 +24,7 @@ inline constexpr int kPreprocessThreads = 256;  // a warp per kPreprocessRows / 
 template <typename Element>
 __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(const BackwardParams bp,
                                                                             const BwdWorkspace ws) {
+  ptx::allow_next_grid_to_start();  // the main kernel may start its prologue (run.cuh)
   const AttentionParams& p = bp.forward;
   const int h = blockIdx.y, b = blockIdx.z;
   const attn::SequenceExtent seq = attn::sequence_extent(p, b);

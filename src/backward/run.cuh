@@ -13,6 +13,7 @@
 #include "backward/preprocess.cuh"
 #include "backward/workspace.hpp"
 #include "common/cuda_check.hpp"
+#include "common/dependent_launch.hpp"
 
 namespace flashcore::backward {
 
@@ -21,7 +22,11 @@ namespace flashcore::backward {
 // accumulator, no zeroing, no postprocess).
 enum class DqOutput { kAccumulated, kWrittenByMain };
 
-// main_kernel(ws) launches the path's main kernel on `stream` and returns its Status. dq_layout: the
+// main_kernel(ws) launches the path's main kernel on `stream` and returns its Status; where the device
+// takes programmatic dependent launches (common/dependent_launch.hpp) it launches it as a dependent of
+// the preprocess, whose blocks let it start (ptx::allow_next_grid_to_start) and which its blocks wait
+// for (ptx::wait_for_previous_grid) before they read lse2, D or the zeroed accumulator; every block
+// waits, even one with nothing to do, so the main kernel completes after the preprocess. dq_layout: the
 // accumulator the kernel adds into (its columns: the kernel's head dim, which a padded call's dQ rows
 // hold; its fragment-ordered blocks, if any). `path` names the path in error messages.
 template <typename Element, class MainKernel>
@@ -48,16 +53,20 @@ Status run_backward(const BackwardParams& bp, DqLayout dq_layout, const char* pa
     status = cuda_status(cudaGetLastError(), (where + "bwd_preprocess_kernel").c_str());
   }
   if (status.ok()) status = main_kernel(ws);
+  const bool dependent = dependent_launch_supported();
+  // The postprocess is a programmatic dependent of the main kernel: its blocks may be scheduled as
+  // the main kernel's last ones drain, and wait for it to complete before they read the accumulator.
   if (status.ok() && accumulated && ws.dq_tile_rows == 0) {
     const unsigned row_blocks = unsigned((p.seqlen_q + kPostprocessRows - 1) / kPostprocessRows);
-    bwd_postprocess_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, 0, stream>>>(bp, ws);
-    status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_kernel").c_str());
+    status = cuda_status(launch_kernel(&bwd_postprocess_kernel<Element>, dim3(row_blocks, p.heads_q, p.batch),
+                                       dim3(kPostprocessThreads), 0, stream, dependent, bp, ws),
+                         (where + "bwd_postprocess_kernel").c_str());
   } else if (status.ok() && accumulated) {
     const unsigned row_blocks = unsigned((p.seqlen_q + ws.dq_tile_rows - 1) / ws.dq_tile_rows);
     const size_t smem = size_t(ws.dq_tile_rows) * kDqTilePitch * 4;
-    bwd_postprocess_tiles_kernel<Element><<<dim3(row_blocks, p.heads_q, p.batch), kPostprocessThreads, smem, stream>>>(
-        bp, ws);
-    status = cuda_status(cudaGetLastError(), (where + "bwd_postprocess_tiles_kernel").c_str());
+    status = cuda_status(launch_kernel(&bwd_postprocess_tiles_kernel<Element>, dim3(row_blocks, p.heads_q, p.batch),
+                                       dim3(kPostprocessThreads), smem, stream, dependent, bp, ws),
+                         (where + "bwd_postprocess_tiles_kernel").c_str());
   }
   const cudaError_t freed = cudaFreeAsync(base, stream);
   if (status.ok()) status = cuda_status(freed, (where + "freeing the workspace").c_str());

@@ -12,6 +12,7 @@
 #include "attention/constants.hpp"
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
+#include "common/dependent_launch.hpp"
 #include "common/device_dtype.cuh"
 #include "common/host_device.hpp"
 #include "ptx/barrier.hpp"
@@ -229,17 +230,8 @@ inline unsigned grid_for(int64_t work_blocks) {
 template <typename... Params, typename... Args>
 Status launch_softmax_kernel(const char* name, void (*kernel)(Params...), unsigned grid, int threads,
                              size_t shared_bytes, cudaStream_t stream, bool programmatic_launch, Args... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(unsigned(threads));
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = programmatic_launch ? &attribute : nullptr;
-  config.numAttrs = programmatic_launch ? 1 : 0;
-  FC_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, args...));
+  FC_CUDA_RETURN(launch_kernel(kernel, dim3(grid), dim3(unsigned(threads)), shared_bytes, stream, programmatic_launch,
+                               args...));
   FC_CHECK_LAUNCH(name);
   return Status::Ok();
 }

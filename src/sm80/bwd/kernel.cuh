@@ -28,6 +28,8 @@
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
 #include "common/cuda_check.hpp"
+#include "common/dependent_launch.hpp"
+#include "ptx/barrier.hpp"
 #include "ptx/math.hpp"
 #include "sm80/bwd/launch_bwd.hpp"
 #include "sm80/bwd/tile_config.hpp"
@@ -162,7 +164,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const bool packed_k = p.cu_seqlens_k != nullptr;
   const int keys_in_tensor = packed_k ? p.cu_seqlens_k[batch + 1] - p.cu_seqlens_k[batch] : p.seqlen_k;
   const int n0 = n_block * kBlockN;
-  if (n0 >= keys_in_tensor) return;
+  // A programmatic dependent of the preprocess (backward/run.cuh): every thread waits for it after
+  // issuing its K / V copies (below); the postprocess may be scheduled once every block got here.
+  ptx::allow_next_grid_to_start();
+  if (n0 >= keys_in_tensor) {
+    ptx::wait_for_previous_grid();
+    return;
+  }
   const attn::VisibilityMask mask = attn::make_mask(p, seq.seqlen_q, seq.seqlen_k);
 
   // The query blocks that see keys [n0, min(n0 + kBlockN, Sk) - 1]: rows i with
@@ -226,6 +234,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                                                                      seq.seqlen_k - n0, p.head_dim_qk);
     load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(sV, v, p.v_seq_stride,
                                                                                     seq.seqlen_k - n0, p.head_dim_v);
+  }
+  ptx::wait_for_previous_grid();  // lse2, D and the zeroed dQ accumulator
+  if (steps > 0) {
     load_step(0, 0);
     ptx::cp_async_commit();
   }
@@ -389,8 +400,9 @@ Status launch_bwd_traits(const BackwardParams& bp, const BwdWorkspace& ws, cudaS
   const int64_t max_keys = p.cu_seqlens_k != nullptr ? p.total_k : p.seqlen_k;
   if (max_keys == 0) return Status::Ok();
   const dim3 grid(unsigned((max_keys + Traits::kBlockN - 1) / Traits::kBlockN), p.heads_kv, p.batch);
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(bp, ws);
-  FC_CHECK_LAUNCH("sm80 attention_bwd_kernel");
+  FC_RETURN_IF_ERROR(cuda_status(launch_kernel(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
+                                                dependent_launch_supported(), bp, ws),
+                                  "sm80 attention_bwd_kernel"));
   return Status::Ok();
 }
 

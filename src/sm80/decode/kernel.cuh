@@ -20,6 +20,7 @@
 #include "attention/score_transform.hpp"
 #include "attention/softmax_state.hpp"
 #include "common/cuda_check.hpp"
+#include "common/dependent_launch.hpp"
 #include "ptx/barrier.hpp"
 #include "sm80/common/gemm.cuh"
 #include "sm80/decode/launch_decode.hpp"
@@ -536,22 +537,6 @@ struct DecodeSplitKernel {
   }
 };
 
-// Whether `device` takes programmatic dependent launches (compute capability 9.0 and later),
-// queried once per device.
-inline bool dependent_launch_supported(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached_major[kMaxDevices] = {};  // 0: not queried yet
-  int major = device >= 0 && device < kMaxDevices ? cached_major[device].load(std::memory_order_acquire) : 0;
-  if (major == 0) {
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    if (device >= 0 && device < kMaxDevices) cached_major[device].store(major, std::memory_order_release);
-  }
-  return major >= 9;
-}
-
 // Plans (plan.hpp) and runs one call: the split kernel, then the combine when it is split. The
 // partials' workspace comes from the stream-ordered pool and is freed on the stream after the
 // combine (graph capture allowed).
@@ -579,17 +564,9 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
     status = Status::CudaError(std::string("decode_split_kernel launch: ") + cudaGetErrorString(e));
   }
   if (status.ok() && plan.num_splits > 1) {
-    // A programmatic dependent of the split grid on sm_90 and later (ptx::griddep_wait).
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(p.seqlen_q, p.heads_q, p.batch);
-    config.blockDim = dim3(32 * kCombineWarps);
-    config.stream = stream;
-    cudaLaunchAttribute dependent;
-    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    dependent.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &dependent;
-    config.numAttrs = dependent_launch_supported(device) ? 1 : 0;
-    const cudaError_t e = cudaLaunchKernelEx(&config, &decode_combine_kernel<Element, kHeadDimV>, p, splits);
+    // A programmatic dependent of the split grid on sm_90 and later (common/dependent_launch.hpp).
+    const cudaError_t e = launch_kernel(&decode_combine_kernel<Element, kHeadDimV>, dim3(p.seqlen_q, p.heads_q, p.batch),
+                                        dim3(32 * kCombineWarps), 0, stream, dependent_launch_supported(device), p, splits);
     if (e != cudaSuccess) status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
   }
   if (workspace != nullptr) {

@@ -9,6 +9,7 @@
 
 #include "attention/mask.hpp"
 #include "common/cuda_check.hpp"
+#include "common/dependent_launch.hpp"
 #include "ptx/barrier.hpp"
 #include "ptx/mbarrier.hpp"
 #include "sm90/bwd/dq_pass.cuh"
@@ -129,7 +130,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   Storage& smem = aligned_shared_storage<Storage>(smem_raw);
 
+  // A programmatic dependent of the preprocess (backward/run.cuh): its lse2, D and zeroed dQ
+  // accumulator are read by the producer (after it issued K and V) and the dQ writer, which wait
+  // for it (BwdProducer, BwdDqWriter); a block with no step waits here, so that this grid never
+  // completes before the preprocess. The postprocess may be scheduled once every block got here.
+  ptx::allow_next_grid_to_start();
   const BwdWalk<Traits> walk = BwdWalk<Traits>::make(bp.forward, args);
+  if (walk.steps == 0 && threadIdx.x == 0) ptx::wait_for_previous_grid();
   if (walk.n0 >= walk.keys_in_tensor) return;  // the whole CTA: no key of the tensor here
   const auto [warpgroup, warp, lane] = uniform_warp_roles();
 
@@ -186,10 +193,11 @@ Status launch_backward(const CUtensorMap* maps, const BackwardParams& bp, const 
   FC_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Traits::kSmemBytes)));
   if (p.seqlen_k == 0) return Status::Ok();
   const dim3 grid(unsigned((p.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN), p.heads_kv, p.batch);
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(maps[kMapQ], maps[kMapK], maps[kMapV], maps[kMapDout],
-                                                                   maps[kMapDqAccum], maps[kMapLse2], maps[kMapRowD],
-                                                                   bp, ws, args);
-  FC_CHECK_LAUNCH("sm90 backward_kernel");
+  FC_RETURN_IF_ERROR(cuda_status(launch_kernel(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
+                                                dependent_launch_supported(), maps[kMapQ], maps[kMapK], maps[kMapV],
+                                                maps[kMapDout], maps[kMapDqAccum], maps[kMapLse2], maps[kMapRowD], bp,
+                                                ws, args),
+                                  "sm90 backward_kernel"));
   if constexpr (Traits::kDqPass) {
     return launch_dq_pass<kDqk, kDv, Element>(maps[kMapQDqPass], maps[kMapK], maps[kMapV], maps[kMapDoutDqPass], bp, ws,
                                               args, stream);

@@ -124,6 +124,7 @@ struct BwdProducer {
                                                     args.qk_per_chunk);
     tma_load_operand<Traits::kDv, Traits::kBlockN>(smem.v, tm_v, &smem.kv_full, key_row, walk.head_kv, walk.k_batch,
                                                    args.v_per_chunk);
+    ptx::wait_for_previous_grid();  // lse2 and D come from the preprocess (kernel.cuh)
     ptx::PipelineState<Traits::kStages> stage;
     for (int step = 0; step < walk.steps; ++step, stage.advance()) {
       const int h = walk.head(step), m0 = walk.m0(step);
@@ -162,6 +163,7 @@ struct BwdDqWriter {
   // tm_dq: the workspace's dQ accumulator as an fp32 matrix of dq_row_stride columns (launch.cu).
   static __device__ void run(Storage& smem, const CUtensorMap* tm_dq, const BwdKernelArgs& args,
                              const backward::BwdWorkspace& ws, const BwdWalk<Traits>& walk) {
+    ptx::wait_for_previous_grid();  // the preprocess zeroed the accumulator (kernel.cuh)
     uint32_t phase = 0;
     for (int step = 0; step < walk.steps; ++step, phase ^= 1u) {
       ptx::mbarrier_wait(&smem.dq_full, phase);
