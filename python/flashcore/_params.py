@@ -83,8 +83,8 @@ def reject_unsupported(dropout_p: float = 0.0) -> None:
     """flash-attn arguments that flashcore does not implement: refused, never ignored."""
     if dropout_p != 0.0:
         raise _C.UnsupportedError(
-            f"dropout_p: flashcore computes attention without dropout (forward for inference); got {dropout_p}, "
-            "pass dropout_p=0.0")
+            f"dropout_p: flashcore has no attention dropout (forward and backward compute exact attention); "
+            f"got {dropout_p}, pass dropout_p=0.0")
 
 
 def _expect_ndim(desc: ArrayDesc, ndim: int, layout: str) -> None:
