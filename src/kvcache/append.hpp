@@ -11,14 +11,11 @@
 
 namespace flashcore::kvcache {
 
-// keys[b] = keys_after_append(p, b) for every entry (cache_seqlens must be set).
-Status launch_keys_after_append(const KvCacheParams& p, int32_t* keys, cudaStream_t stream);
-
-// Writes k_new (rotated when rotary is on) and v_new into cache rows [cached_rows(b),
+// One launch (none when there is nothing to do): keys[b] = keys_after_append(p, b) for every entry
+// when keys is not null (cache_seqlens must be set); q rotated into q_rot, a dense [batch, seqlen_q,
+// heads_q, head_dim_qk] tensor of the call's dtype, when q_rot is not null; and, when k_new is set,
+// k_new (rotated when rotary is on) and v_new written into cache rows [cached_rows(b),
 // cached_rows(b) + seqlen_new) of every entry, skipping the rows new_key_written() rejects.
-Status launch_append(const KvCacheParams& p, cudaStream_t stream);
-
-// q rotated into q_rot, a dense [batch, seqlen_q, heads_q, head_dim_qk] tensor of the call's dtype.
-Status launch_rotate_q(const KvCacheParams& p, void* q_rot, cudaStream_t stream);
+Status launch_prepare(const KvCacheParams& p, int32_t* keys, void* q_rot, cudaStream_t stream);
 
 }  // namespace flashcore::kvcache

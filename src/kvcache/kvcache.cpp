@@ -379,22 +379,28 @@ Status select_device_path(const KvCacheParams& p, const AttentionParams& inner, 
 Status run_on_device(const KvCacheParams& p, cudaStream_t stream) {
   const AttentionParams& a = p.attention;
   StreamTemporaries temps(stream);
-  void* keys = nullptr;
+  // The key counts: with no new keys they are cache_seqlens itself, which the kernels clamp into
+  // [0, seqlen_k] as seqused_k (attn::sequence_extent), the clamp keys_after_append applies; with new
+  // keys, a temporary the prepare kernel fills.
+  const int32_t* keys = p.seqlen_new == 0 ? p.cache_seqlens : nullptr;
+  void* computed_keys = nullptr;
   void* q_rot = nullptr;
-  if (p.cache_seqlens != nullptr) FC_RETURN_IF_ERROR(temps.allocate(size_t(a.batch) * sizeof(int32_t), &keys));
+  if (p.cache_seqlens != nullptr && p.seqlen_new > 0) {
+    FC_RETURN_IF_ERROR(temps.allocate(size_t(a.batch) * sizeof(int32_t), &computed_keys));
+    keys = static_cast<const int32_t*>(computed_keys);
+  }
   if (p.rotary_cos != nullptr) {
     const size_t bytes = size_t(a.batch) * a.seqlen_q * a.heads_q * a.head_dim_qk * dtype_size(a.dtype);
     FC_RETURN_IF_ERROR(temps.allocate(bytes, &q_rot));
   }
-  AttentionParams inner = inner_call(p, static_cast<const int32_t*>(keys), q_rot);
+  AttentionParams inner = inner_call(p, keys, q_rot);
   // validate_kvcache read the contents where it could; the key counts are clamped into the cache.
   inner.check_device_metadata = false;
   detail::DeviceInfo info;
   detail::PathOps ops{};
   FC_RETURN_IF_ERROR(select_device_path(p, inner, &info, &ops));  // before anything is written
-  if (keys != nullptr) FC_RETURN_IF_ERROR(kvcache::launch_keys_after_append(p, static_cast<int32_t*>(keys), stream));
-  if (q_rot != nullptr) FC_RETURN_IF_ERROR(kvcache::launch_rotate_q(p, q_rot, stream));
-  if (p.k_new != nullptr) FC_RETURN_IF_ERROR(kvcache::launch_append(p, stream));
+  // One kernel before the attention at most (none for a plain decode step over cache_seqlens).
+  FC_RETURN_IF_ERROR(kvcache::launch_prepare(p, static_cast<int32_t*>(computed_keys), q_rot, stream));
   return ops.run(inner, info, stream);
 }
 
