@@ -48,6 +48,9 @@ struct DecodeShape {
 // stages do not win it back; the 4-warp tiles lose less of it (two CTAs per SM, 2992 in order).
 // Pages of 32 rows, 4-warp / 8-warp tile, same four columns: 2953-2959 / 2972-2973, 3062 / 3058,
 // 3029 / 3019-3021, 3036-3039 / 3034: a tie, so kLargePageRows stays at 64.
+// H200, swizzled tiles, attention_forward per step in a CUDA graph (C++ harness, two runs), B1 S8k / S32k / S128k /
+// B8 S32k / B32 S32k / B128 S32k, dense, us per step: {1, 8, 2, 16} 16.0 / 39.0 / 126.2 / 244.2 /
+// 948 / 3763; {1, 8, 3, 16} (196 KB) 16.0 / 38.8 / 128.9 / 249.2 / 946 / 3858: no better.
 // Earlier, H200 with padded tiles (109 KB), dense / paged 4-warp entries, same columns as above:
 //   {1, 4, 3, 16} 1398 / 3553 / 3850 / 4070 / 3643 / 3859
 //   {1, 8, 3, 16} 1700 / 3666 / 3880 / 4028 / 2958 / 4014   (209 KB: not on the A100)
