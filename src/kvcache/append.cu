@@ -1,9 +1,9 @@
 // attention_with_kvcache's work before its attention, one kernel: the append of k_new / v_new into
 // the cache (rotating k_new), the rotation of q into a temporary, and the per-entry key counts after
 // the append. One block per row (entry, token, head), its threads striding over the head dim; the
-// grid strides over rows beyond kMaxBlocks. The rules of each element (target row, clamping, rotary position, the rotation) are
-// rotary.hpp's, so the host implementation writes the same bits. The cache is addressed only through
-// attn::kv_row_offset (dense, batch-indexed and paged caches alike).
+// grid strides over rows beyond kMaxBlocks. The rules of each element (target row, clamping, rotary
+// position, the rotation) are rotary.hpp's, so the host implementation writes the same bits. The
+// cache is addressed only through attn::kv_row_offset (dense, batch-indexed and paged caches alike).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
