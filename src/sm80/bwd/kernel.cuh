@@ -22,6 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include <cuda_fp16.h>
 
 #include "api/paths.hpp"
 #include "attention/constants.hpp"
@@ -146,6 +149,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
+  constexpr bool kSwz = Traits::kSwizzledSmem;  // Q, dO, K, V tiles (tile_config.hpp)
+  // No static shared memory: the dynamic window starts the CTA's shared memory, on a 128-byte line
+  // as the swizzled tiles need (every tile offset is a multiple of 128 bytes).
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Element* smem = reinterpret_cast<Element*>(smem_raw);
   Element* sK = smem + Traits::kKOffset;
@@ -210,9 +216,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const Element* dout = static_cast<const Element*>(bp.dout) +
                           attn::token_offset(packed_q, bp.dout_batch_stride, bp.dout_seq_stride, bp.dout_head_stride,
                                              batch, q_row, h);
-    load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads>(
+    load_tile_async<kBlockM, Traits::kHeadDimQK, Traits::kQStride, Traits::kThreads, kSwz>(
         sQ + stage * Traits::kQStageElems, q, p.q_seq_stride, rows, p.head_dim_qk);
-    load_tile_async<kBlockM, Traits::kHeadDimV, Traits::kDOStride, Traits::kThreads>(
+    load_tile_async<kBlockM, Traits::kHeadDimV, Traits::kDOStride, Traits::kThreads, kSwz>(
         sDO + stage * Traits::kDOStageElems, dout, bp.dout_seq_stride, rows, p.head_dim_v);
     // 2 x kBlockM floats = kBlockM / 2 chunks of 16 bytes (padding rows make every read valid).
     constexpr int kStatChunks = kBlockM / 4;
@@ -230,10 +236,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const Element* v = static_cast<const Element*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride,
                                                                              p.v_head_stride, batch, k_row0 + n0, head_kv);
     // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
-    load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads>(sK, k, p.k_seq_stride,
-                                                                                     seq.seqlen_k - n0, p.head_dim_qk);
-    load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads>(sV, v, p.v_seq_stride,
-                                                                                    seq.seqlen_k - n0, p.head_dim_v);
+    load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads, kSwz>(
+        sK, k, p.k_seq_stride, seq.seqlen_k - n0, p.head_dim_qk);
+    load_tile_async<kBlockN, Traits::kHeadDimV, Traits::kVStride, Traits::kThreads, kSwz>(
+        sV, v, p.v_seq_stride, seq.seqlen_k - n0, p.head_dim_v);
   }
   ptx::wait_for_previous_grid();  // lse2, D and the zeroed dQ accumulator
   if (steps > 0) {
@@ -276,8 +282,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // S^T -> P^T first, so only its 16-bit form is live while dP^T accumulates.
       float acc_s[Traits::kSNTiles][4];
       zero_accumulators(acc_s);
-      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
-                                                         Traits::kKStride, sQ_warp, Traits::kQStride, lane);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles, Traits::kKStride, kSwz, Traits::kQStride, kSwz>(
+          acc_s, sK + warp_key0 * Traits::kKStride, sQ_warp, lane);
       if (full_tile) {
         probabilities<false>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
       } else {
@@ -287,12 +293,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if constexpr (kSplit) {
         store_a_fragments<Traits::kDSStride>(p16, sP + warp_key0 * Traits::kDSStride + warp_query0, g, t);
       } else {
-        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles, Traits::kDOStride, kSwz>(acc_dv, p16, sDO_step, lane);
       }
       float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
-      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
-                                                        Traits::kVStride, sDO_warp, Traits::kDOStride, lane);
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles, Traits::kVStride, kSwz, Traits::kDOStride, kSwz>(
+          acc_dp, sV + warp_key0 * Traits::kVStride, sDO_warp, lane);
       if (full_tile) {
         score_grads<false>(ds16, p16, acc_dp, s_d, frame, t, Element{});
       } else {
@@ -302,19 +308,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // Softcap / ALiBi: the derivative needs the capped score, so S^T and dP^T are both live.
       float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
-      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles>(acc_dp, sV + warp_key0 * Traits::kVStride,
-                                                        Traits::kVStride, sDO_warp, Traits::kDOStride, lane);
+      warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles, Traits::kVStride, kSwz, Traits::kDOStride, kSwz>(
+          acc_dp, sV + warp_key0 * Traits::kVStride, sDO_warp, lane);
       float acc_s[Traits::kSNTiles][4];
       zero_accumulators(acc_s);
-      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles>(acc_s, sK + warp_key0 * Traits::kKStride,
-                                                         Traits::kKStride, sQ_warp, Traits::kQStride, lane);
+      warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles, Traits::kKStride, kSwz, Traits::kQStride, kSwz>(
+          acc_s, sK + warp_key0 * Traits::kKStride, sQ_warp, lane);
       modified_score_grads(acc_s, acc_dp, s_lse2, s_d, transform, frame, t, full_tile);
       pack_a_fragments(p16, acc_s, Element{});
       pack_a_fragments(ds16, acc_dp, Element{});
       if constexpr (kSplit) {
         store_a_fragments<Traits::kDSStride>(p16, sP + warp_key0 * Traits::kDSStride + warp_query0, g, t);
       } else {
-        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles>(acc_dv, p16, sDO_step, Traits::kDOStride, lane);
+        warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDVNTiles, Traits::kDOStride, kSwz>(acc_dv, p16, sDO_step, lane);
       }
     }
 
@@ -325,13 +331,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // This warp's columns of dV and dK, over all the step's queries (A fragments of its 16 keys).
       uint32_t a16[Traits::kQNTiles / 2][4];
       load_a_fragments<Traits::kDSStride>(a16, sP + warp_key0 * Traits::kDSStride, lane);
-      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles>(acc_dv, a16, sDO_step + dkv_part * Traits::kDVCols,
-                                                           Traits::kDOStride, lane);
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDVNTiles, Traits::kDOStride, kSwz>(
+          acc_dv, a16, sDO_step + dkv_part * Traits::kDVCols, lane);
       load_a_fragments<Traits::kDSStride>(a16, sDS + warp_key0 * Traits::kDSStride, lane);
-      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDKNTiles>(acc_dk, a16, sQ_step + dkv_part * Traits::kDKCols,
-                                                           Traits::kQStride, lane);
+      warp_gemm_rs<Traits::kQNTiles / 2, Traits::kDKNTiles, Traits::kQStride, kSwz>(
+          acc_dk, a16, sQ_step + dkv_part * Traits::kDKCols, lane);
     } else {
-      warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDKNTiles>(acc_dk, ds16, sQ_step, Traits::kQStride, lane);
+      warp_gemm_rs<Traits::kSNTiles / 2, Traits::kDKNTiles, Traits::kQStride, kSwz>(acc_dk, ds16, sQ_step, lane);
       __syncthreads();  // dS^T complete
     }
 
@@ -340,8 +346,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int dq_col = (warp / Traits::kDqWarpsM) * Traits::kDqCols;
     float acc_dq[Traits::kDqNTiles][4];
     zero_accumulators(acc_dq);
-    warp_gemm_tn<kBlockN, Traits::kDqNTiles>(acc_dq, sDS + dq_row, Traits::kDSStride, sK + dq_col, Traits::kKStride,
-                                              lane);
+    warp_gemm_tn<kBlockN, Traits::kDqNTiles, Traits::kDSStride, Traits::kKStride, kSwz>(acc_dq, sDS + dq_row,
+                                                                                      sK + dq_col, lane);
     const int64_t ws_row0 = ws.row(h, batch, seq.q_start, m0);
     int* turn_counter = nullptr;
     if (bp.deterministic) {
@@ -410,13 +416,14 @@ Status launch_bwd_traits(const BackwardParams& bp, const BwdWorkspace& ws, cudaS
 // entries that need more compile one).
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, bool compact, cudaStream_t stream) {
+  constexpr bool kFp16 = std::is_same_v<Element, __half>;
   constexpr BwdTileShape kCompact = compact_bwd_tile_shape(kHeadDimQK, kHeadDimV);
   if constexpr (!(kCompact == bwd_tile_shape(kHeadDimQK, kHeadDimV))) {
     static_assert(bwd_smem_bytes(kHeadDimQK, kHeadDimV, kCompact, int(sizeof(Element))) <= kCompactSmemBytes,
                   "the compact tile fits the 99 KB parts");
-    if (compact) return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kCompact>>(bp, ws, stream);
+    if (compact) return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kFp16, kCompact>>(bp, ws, stream);
   }
-  return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element>>(bp, ws, stream);
+  return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kFp16>>(bp, ws, stream);
 }
 
 }  // namespace flashcore::sm80

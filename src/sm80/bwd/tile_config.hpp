@@ -57,13 +57,34 @@ using backward::kBwdRowPad;
 
 constexpr int bwd_row_pad(int elem_bytes) { return 16 / elem_bytes; }  // 16 B per padded row
 
+// Whether Q, dO, K and V sit in the swizzled layout (rows on whole 128-byte lines, so the cp.async
+// copies move only the bytes they read; sm80/common/smem_layout.hpp) rather than in padded rows.
+// It needs head dims of whole 64-column segments and every column part a warp addresses (dQ's, and
+// dK's / dV's when split) starting on one, so a tile pointer moves by whole segments
+// (sm80/common/gemm.cuh, the backward's GEMMs). H200, flashcore-bench, same call, 2-3 runs, TFLOPS
+// padded -> swizzled: d64 fp16 B4 H32 S4k 233.2 -> 238.0, B1 S16k 241.0 -> 245.9, causal S4k 213.9
+// -> 216.8, bf16 causal B8 S2k 188.1 -> 191.8, B16 S1k 203.0 -> 206.1; d128 bf16 B4 H16 S4k 250.2
+// -> 256.3, B1 S16k 260.3 -> 266.9, causal S4k 225.7 -> 231.0; but d128 fp16 B4 S4k 257.4 -> 255.5,
+// B1 S16k 267.9 -> 265.7, causal S4k 230.4 -> 228.9, B16 S1k 225.3 -> 224.2. So: d64, and d128 in
+// bf16; d256 (unmeasured) keeps padded rows.
+constexpr bool bwd_swizzled_smem(int head_dim_qk, int head_dim_v, BwdTileShape t, bool fp16) {
+  if (head_dim_qk % 64 != 0 || head_dim_v % 64 != 0) return false;
+  const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
+  if (d > 128 || (d > 64 && fp16)) return false;
+  const int dq_warps_n = t.warps / (t.block_m / 16);
+  return (head_dim_qk / dq_warps_n) % 64 == 0 && (head_dim_qk / t.col_split) % 64 == 0 &&
+         (head_dim_v / t.col_split) % 64 == 0;
+}
+
 // Bytes of dynamic shared memory: K, V (one tile), Q, dO (two stages), dS^T (and P^T when the
-// columns are split), log2 LSE and D (two stages).
-constexpr int bwd_smem_bytes(int head_dim_qk, int head_dim_v, BwdTileShape t, int elem_bytes) {
+// columns are split), log2 LSE and D (two stages); `swizzled`: Q, dO, K, V without row padding.
+// Host code takes the padded figure, which bounds both layouts.
+constexpr int bwd_smem_bytes(int head_dim_qk, int head_dim_v, BwdTileShape t, int elem_bytes, bool swizzled = false) {
   const int pad = bwd_row_pad(elem_bytes);
+  const int operand_pad = swizzled ? 0 : pad;
   const int block_n = 16 * t.warps / t.col_split;
-  const int kv = block_n * (head_dim_qk + pad) + block_n * (head_dim_v + pad);
-  const int q_do = 2 * t.block_m * (head_dim_qk + pad + head_dim_v + pad);
+  const int kv = block_n * (head_dim_qk + operand_pad) + block_n * (head_dim_v + operand_pad);
+  const int q_do = 2 * t.block_m * (head_dim_qk + operand_pad + head_dim_v + operand_pad);
   const int ds = (t.col_split > 1 ? 2 : 1) * block_n * (t.block_m + pad);
   return elem_bytes * (kv + q_do + ds) + 2 * 2 * t.block_m * 4;
 }
@@ -96,7 +117,8 @@ constexpr BwdTileShape bwd_tile_shape_for(int head_dim_qk, int head_dim_v, int e
              : bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_,
+// kFp16: Element is __half (bwd_swizzled_smem's choice depends on it; the launcher names it).
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kFp16,
           BwdTileShape kShape_ = bwd_tile_shape(kHeadDimQK_, kHeadDimV_)>
 struct BwdTraits {
   using Element = Element_;  // __half or __nv_bfloat16
@@ -123,10 +145,14 @@ struct BwdTraits {
   static constexpr int kDqCols = kHeadDimQK / kDqWarpsN;  // columns of dQ per warp
   static constexpr int kDqNTiles = kDqCols / 8;
   static constexpr int kPad = bwd_row_pad(kElemBytes);
-  static constexpr int kKStride = kHeadDimQK + kPad;
-  static constexpr int kVStride = kHeadDimV + kPad;
-  static constexpr int kQStride = kHeadDimQK + kPad;
-  static constexpr int kDOStride = kHeadDimV + kPad;
+  // Q, dO, K, V in the swizzled layout (sm80/common/smem_layout.hpp: rows on whole 128-byte lines)
+  // where bwd_swizzled_smem allows it, else padded rows; P^T and dS^T are always padded.
+  static constexpr bool kSwizzledSmem = bwd_swizzled_smem(kHeadDimQK, kHeadDimV, kShape, kFp16);
+  static constexpr int kOperandPad = kSwizzledSmem ? 0 : kPad;
+  static constexpr int kKStride = kHeadDimQK + kOperandPad;
+  static constexpr int kVStride = kHeadDimV + kOperandPad;
+  static constexpr int kQStride = kHeadDimQK + kOperandPad;
+  static constexpr int kDOStride = kHeadDimV + kOperandPad;
   static constexpr int kDSStride = kBlockM + kPad;
   // Element offsets inside dynamic shared memory; the fp32 LSE / D stages follow the 16-bit tiles.
   static constexpr int kKOffset = 0;
@@ -141,7 +167,8 @@ struct BwdTraits {
   static constexpr int kRowStatsOffsetBytes = kElems16 * kElemBytes;  // [stage][lse2 | D][kBlockM] floats
   static constexpr int kSmemBytes = kRowStatsOffsetBytes + 2 * 2 * kBlockM * 4;
 
-  static_assert(kSmemBytes == bwd_smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes),
+  static_assert(kSmemBytes == bwd_smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes, kSwizzledSmem) &&
+                    kSmemBytes <= bwd_smem_bytes(kHeadDimQK, kHeadDimV, kShape, kElemBytes),
                 "layout and host-side size disagree");
   static_assert(kElemBytes == 2, "the sm80 backward takes fp16 / bf16 (fp32 runs on the naive path)");
   static_assert(kBlockM % 16 == 0 && kWarps % kDqWarpsM == 0, "dQ warp grid covers the tile");
@@ -151,6 +178,10 @@ struct BwdTraits {
   static_assert(kWarps % kColSplit == 0 && kSNTiles % 2 == 0, "a warp's queries are whole k16 steps");
   static_assert(kDKNTiles % 2 == 0 && kDVNTiles % 2 == 0, "dK, dV column parts are n16 pairs");
   static_assert(kRowStatsOffsetBytes % 16 == 0, "row statistics are 16-byte aligned for cp.async");
+  static_assert(!kSwizzledSmem || (kVOffset * kElemBytes % 128 == 0 && kQOffset * kElemBytes % 128 == 0 &&
+                                   kDOOffset * kElemBytes % 128 == 0 && kQStageElems * kElemBytes % 128 == 0 &&
+                                   kDOStageElems * kElemBytes % 128 == 0),
+                "swizzled tiles start on 128-byte lines");
   static_assert(kBlockM <= kBwdRowPad && kBlockM % backward::kRowAlign == 0,
                 "a query block stays inside the workspace rows of its sequence (backward::padded_rows)");
 };

@@ -29,7 +29,8 @@ FC_HOST_DEVICE constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int
 // plain `tid` the compiler hoisted the per-copy row indices and shared addresses out of the KV loop
 // (~20 registers live across it, the difference between spilling and not on the 192-accumulator
 // tiles); recomputing them costs a few integer instructions per KV block.
-template <int kRows, int kCols, int kSmemStride, int kThreads, typename Element>
+// kSwizzled: the tile is in the swizzled layout (smem_layout.hpp; kSmemStride == kCols).
+template <int kRows, int kCols, int kSmemStride, int kThreads, bool kSwizzled = false, typename Element>
 FC_DEVICE void load_tile_async(Element* smem_tile, const Element* gmem_tile, int64_t row_stride,
                                int rows_valid, int cols_valid = kCols) {
   constexpr int kElemsPerChunk = 16 / int(sizeof(Element));
@@ -42,8 +43,11 @@ FC_DEVICE void load_tile_async(Element* smem_tile, const Element* gmem_tile, int
   const int row0 = tid / kThreadsPerRow;
   const int col0 = (tid % kThreadsPerRow) * kElemsPerChunk;
   const int rows_left = rows_valid - row0;  // copy r is valid iff r * kRowStep < rows_left
+  static_assert(!kSwizzled || (kSmemStride == kCols && kCols % 64 == 0 && kRowStep % 8 == 0 &&
+                               (kColIters == 1 || kThreadsPerRow * kElemsPerChunk % 64 == 0)),
+                "swizzled rows: a thread's rows share their swizzle phase and its column steps whole segments");
   const Element* src_row = gmem_tile + row0 * row_stride + col0;
-  const uint32_t dst_row0 = ptx::smem_address(smem_tile + row0 * kSmemStride + col0);
+  const uint32_t dst_row0 = ptx::smem_address(smem_tile + smem_tile_offset<kSwizzled, kSmemStride>(row0, col0));
 #pragma unroll
   for (int r = 0; r < kRows / kRowStep; ++r) {
     const bool valid = r * kRowStep < rows_left;
@@ -330,29 +334,32 @@ FC_DEVICE void gemm_pv(float (&acc_o)[Traits::kMTiles][Traits::kOutNTiles][4],
 }
 
 // ---- One m16 row tile per warp, 16-bit operands (the backward's GEMMs) ---------------------------
-// Three operand shapes, named by where A and B come from (smem tiles padded so ldmatrix is
-// conflict-free):
+// Three operand shapes, named by where A and B come from; each shared tile is described by its row
+// stride and layout (smem_layout.hpp: padded, or swizzled with whole 64-column segments, so a tile
+// pointer may be offset by whole rows of 8 and whole segments of 64 columns):
 //   warp_gemm_nt: A row-major [m][k] (16 rows at a_rows), B stored [n][k]      -> acc += A B^T
 //   warp_gemm_rs: A from registers (packed 16-bit A fragments, see pack_a_fragments), B stored
 //                 [k][n]                                                       -> acc += P B
 //   warp_gemm_tn: A stored transposed, [k][m] (16 columns at a_cols), B stored [k][n] -> acc += A B
 // acc[nt] is the C fragment of n-tile nt (8 columns). B tiles start at their first row and column.
+// Every lane address below is that of chunk 0 or 1 of a row, and every step moves whole rows of 8
+// and even chunks: what smem_step_address takes.
 
-template <int kK, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_nt(float (&acc)[kNTiles][4], const Element* a_rows, int a_stride,
-                            const Element* b_rows, int b_stride, int lane) {
+template <int kK, int kNTiles, int kAStride, bool kASwizzled, int kBStride, bool kBSwizzled, typename Element>
+FC_DEVICE void warp_gemm_nt(float (&acc)[kNTiles][4], const Element* a_rows, const Element* b_rows, int lane) {
   static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
-  const uint32_t a_lane = ptx::smem_address(a_rows + (lane & 15) * a_stride + 8 * (lane >> 4));
-  const uint32_t b_lane = ptx::smem_address(b_rows + (8 * (lane >> 4) + (lane & 7)) * b_stride + 8 * ((lane >> 3) & 1));
-  constexpr uint32_t kBytes = sizeof(Element);
+  const uint32_t a_lane =
+      ptx::smem_address(a_rows + smem_tile_offset<kASwizzled, kAStride>(lane & 15, 8 * (lane >> 4)));
+  const uint32_t b_lane = ptx::smem_address(
+      b_rows + smem_tile_offset<kBSwizzled, kBStride>(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1)));
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
     uint32_t a[4];
-    ptx::ldmatrix_x4(a, a_lane + ks * 16 * kBytes);
+    ptx::ldmatrix_x4(a, smem_step_address<kASwizzled, kAStride>(a_lane, 0, 2 * ks));
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t b[4];
-      ptx::ldmatrix_x4(b, b_lane + (np * 16 * b_stride + ks * 16) * kBytes);
+      ptx::ldmatrix_x4(b, smem_step_address<kBSwizzled, kBStride>(b_lane, np * 16, 2 * ks));
       mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a, b);
     }
   }
@@ -371,9 +378,9 @@ FC_DEVICE void pack_a_fragments(uint32_t (&a)[kPTiles / 2][4], const float (&c)[
     }
 }
 
-// pack_a_fragments' A fragments (16 rows x 16 kKSteps columns) to a row-major shared tile whose row
-// 0, column 0 is `tile`, and back (ldmatrix, warp_gemm_nt's A addressing): A operands that one warp
-// computes and others multiply.
+// pack_a_fragments' A fragments (16 rows x 16 kKSteps columns) to a padded row-major shared tile
+// whose row 0, column 0 is `tile`, and back (ldmatrix, warp_gemm_nt's A addressing): A operands that
+// one warp computes and others multiply.
 template <int kStride, int kKSteps, typename Element>
 FC_DEVICE void store_a_fragments(const uint32_t (&a)[kKSteps][4], Element* tile, int g, int t) {
 #pragma unroll
@@ -390,40 +397,38 @@ FC_DEVICE void load_a_fragments(uint32_t (&a)[kKSteps][4], const Element* tile, 
   for (int kk = 0; kk < kKSteps; ++kk) ptx::ldmatrix_x4(a[kk], a_lane + kk * 16 * uint32_t(sizeof(Element)));
 }
 
-template <int kKSteps, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKSteps][4], const Element* b,
-                            int b_stride, int lane) {
+template <int kKSteps, int kNTiles, int kBStride, bool kBSwizzled, typename Element>
+FC_DEVICE void warp_gemm_rs(float (&acc)[kNTiles][4], const uint32_t (&a)[kKSteps][4], const Element* b, int lane) {
   static_assert(kNTiles % 2 == 0, "n16 pairs");
-  const uint32_t b_lane = ptx::smem_address(b + (lane & 15) * b_stride + 8 * (lane >> 4));
-  constexpr uint32_t kBytes = sizeof(Element);
+  const uint32_t b_lane = ptx::smem_address(b + smem_tile_offset<kBSwizzled, kBStride>(lane & 15, 8 * (lane >> 4)));
 #pragma unroll
   for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
+      ptx::ldmatrix_x4_trans(b, smem_step_address<kBSwizzled, kBStride>(b_lane, kk * 16, 2 * np));
       mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a[kk], b);
     }
   }
 }
 
-template <int kK, int kNTiles, typename Element>
-FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, int a_stride, const Element* b,
-                            int b_stride, int lane) {
+// A (a_cols) is a padded tile.
+template <int kK, int kNTiles, int kAStride, int kBStride, bool kBSwizzled, typename Element>
+FC_DEVICE void warp_gemm_tn(float (&acc)[kNTiles][4], const Element* a_cols, const Element* b, int lane) {
   static_assert(kK % 16 == 0 && kNTiles % 2 == 0, "whole k16 steps and n16 pairs");
   // A via ldmatrix.trans: matrix j covers k 8 (j >> 1), m 8 (j & 1) -> lane row (k) l % 8 + 8 (l / 16),
   // column (m) 8 ((l / 8) & 1); transposed, each lane gets A's (row g, k 2t, 2t + 1).
-  const uint32_t a_lane = ptx::smem_address(a_cols + ((lane & 7) + 8 * (lane >> 4)) * a_stride + 8 * ((lane >> 3) & 1));
-  const uint32_t b_lane = ptx::smem_address(b + (lane & 15) * b_stride + 8 * (lane >> 4));
+  const uint32_t a_lane = ptx::smem_address(a_cols + ((lane & 7) + 8 * (lane >> 4)) * kAStride + 8 * ((lane >> 3) & 1));
+  const uint32_t b_lane = ptx::smem_address(b + smem_tile_offset<kBSwizzled, kBStride>(lane & 15, 8 * (lane >> 4)));
   constexpr uint32_t kBytes = sizeof(Element);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
     uint32_t a[4];
-    ptx::ldmatrix_x4_trans(a, a_lane + kk * 16 * a_stride * kBytes);
+    ptx::ldmatrix_x4_trans(a, a_lane + kk * 16 * kAStride * kBytes);
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       uint32_t bf[4];
-      ptx::ldmatrix_x4_trans(bf, b_lane + (kk * 16 * b_stride + np * 16) * kBytes);
+      ptx::ldmatrix_x4_trans(bf, smem_step_address<kBSwizzled, kBStride>(b_lane, kk * 16, 2 * np));
       mma_n16<Element>(acc[2 * np], acc[2 * np + 1], a, bf);
     }
   }
