@@ -90,10 +90,12 @@ Status check_new_keys(const KvCacheParams& p) {
   }
   const int elem = dtype_size(p.attention.dtype);
   if (!aligned_to(p.k_new, size_t(elem))) {
-    return invalid("k_new: must be aligned to its element size (", elem, " bytes for ", dtype_name(p.attention.dtype), ")");
+    return invalid("k_new: must be aligned to its element size (", elem, " bytes for ", dtype_name(p.attention.dtype),
+                   ")");
   }
   if (!aligned_to(p.v_new, size_t(elem))) {
-    return invalid("v_new: must be aligned to its element size (", elem, " bytes for ", dtype_name(p.attention.dtype), ")");
+    return invalid("v_new: must be aligned to its element size (", elem, " bytes for ", dtype_name(p.attention.dtype),
+                   ")");
   }
   return Status::Ok();
 }
@@ -108,10 +110,16 @@ Status check_rotary(const KvCacheParams& p) {
     return invalid("rotary_dim: must be even and <= head_dim_qk = ", p.attention.head_dim_qk, ", and >= 2 (got ",
                    p.rotary_dim, ")");
   }
-  if (p.rotary_len < 1) return invalid("rotary_len: must be >= 1 (rows of rotary_cos / rotary_sin) (got ", p.rotary_len, ")");
+  if (p.rotary_len < 1) {
+    return invalid("rotary_len: must be >= 1 (rows of rotary_cos / rotary_sin) (got ", p.rotary_len, ")");
+  }
   const int elem = dtype_size(p.attention.dtype);
-  if (!aligned_to(p.rotary_cos, size_t(elem))) return invalid("rotary_cos: must be aligned to its element size (", elem, " bytes)");
-  if (!aligned_to(p.rotary_sin, size_t(elem))) return invalid("rotary_sin: must be aligned to its element size (", elem, " bytes)");
+  if (!aligned_to(p.rotary_cos, size_t(elem))) {
+    return invalid("rotary_cos: must be aligned to its element size (", elem, " bytes)");
+  }
+  if (!aligned_to(p.rotary_sin, size_t(elem))) {
+    return invalid("rotary_sin: must be aligned to its element size (", elem, " bytes)");
+  }
   return Status::Ok();
 }
 

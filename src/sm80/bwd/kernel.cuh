@@ -231,10 +231,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   };
 
   if (steps > 0) {
-    const Element* k = static_cast<const Element*>(p.k) + attn::token_offset(packed_k, p.k_batch_stride, p.k_seq_stride,
-                                                                             p.k_head_stride, batch, k_row0 + n0, head_kv);
-    const Element* v = static_cast<const Element*>(p.v) + attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride,
-                                                                             p.v_head_stride, batch, k_row0 + n0, head_kv);
+    const Element* k = static_cast<const Element*>(p.k) +
+                       attn::token_offset(packed_k, p.k_batch_stride, p.k_seq_stride, p.k_head_stride, batch,
+                                          k_row0 + n0, head_kv);
+    const Element* v = static_cast<const Element*>(p.v) +
+                       attn::token_offset(packed_k, p.v_batch_stride, p.v_seq_stride, p.v_head_stride, batch,
+                                          k_row0 + n0, head_kv);
     // A call padded to this kernel (api/built_kernels.hpp): zeros past its head dims.
     load_tile_async<kBlockN, Traits::kHeadDimQK, Traits::kKStride, Traits::kThreads, kSwz>(
         sK, k, p.k_seq_stride, seq.seqlen_k - n0, p.head_dim_qk);

@@ -105,8 +105,8 @@ FC_DEVICE void load_q_fragment(uint32_t (&a)[4], uint32_t q_lane, int ks, int mt
 }
 // acc_s += Q K^T over k16 step ks, with Q's A fragments of that step in `a`.
 template <class Traits>
-FC_DEVICE void qk_step(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4], const uint32_t (&a)[Traits::kMTiles][4],
-                       uint32_t k_lane, int ks) {
+FC_DEVICE void qk_step(float (&acc_s)[Traits::kMTiles][Traits::kScoreNTiles][4],
+                       const uint32_t (&a)[Traits::kMTiles][4], uint32_t k_lane, int ks) {
   using Element = typename Traits::Element;
 #pragma unroll
   for (int np = 0; np < Traits::kScoreNTiles / 2; ++np) {
