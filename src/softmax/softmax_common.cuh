@@ -230,10 +230,9 @@ inline unsigned grid_for(int64_t work_blocks) {
 template <typename... Params, typename... Args>
 Status launch_softmax_kernel(const char* name, void (*kernel)(Params...), unsigned grid, int threads,
                              size_t shared_bytes, cudaStream_t stream, bool programmatic_launch, Args... args) {
-  FC_CUDA_RETURN(launch_kernel(kernel, dim3(grid), dim3(unsigned(threads)), shared_bytes, stream, programmatic_launch,
-                               args...));
-  FC_CHECK_LAUNCH(name);
-  return Status::Ok();
+  return cuda_status(
+      launch_kernel(kernel, dim3(grid), dim3(unsigned(threads)), shared_bytes, stream, programmatic_launch, args...),
+      name);
 }
 
 using ptx::allow_next_grid_to_start;  // ptx/barrier.hpp: programmatic dependent launch

@@ -57,23 +57,17 @@ using backward::kBwdRowPad;
 
 constexpr int bwd_row_pad(int elem_bytes) { return 16 / elem_bytes; }  // 16 B per padded row
 
-// Whether Q, dO, K and V sit in the swizzled layout (rows on whole 128-byte lines, so the cp.async
-// copies move only the bytes they read; sm80/common/smem_layout.hpp) rather than in padded rows.
-// It needs head dims of whole 64-column segments and every column part a warp addresses (dQ's, and
-// dK's / dV's when split) starting on one, so a tile pointer moves by whole segments
-// (sm80/common/gemm.cuh, the backward's GEMMs). H200, flashcore-bench, same call, 2-3 runs, TFLOPS
-// padded -> swizzled: d64 fp16 B4 H32 S4k 233.2 -> 238.0, B1 S16k 241.0 -> 245.9, causal S4k 213.9
-// -> 216.8, bf16 causal B8 S2k 188.1 -> 191.8, B16 S1k 203.0 -> 206.1; d128 bf16 B4 H16 S4k 250.2
-// -> 256.3, B1 S16k 260.3 -> 266.9, causal S4k 225.7 -> 231.0; but d128 fp16 B4 S4k 257.4 -> 255.5,
-// B1 S16k 267.9 -> 265.7, causal S4k 230.4 -> 228.9, B16 S1k 225.3 -> 224.2. So: d64, and d128 in
-// bf16; d256 (unmeasured) keeps padded rows.
-constexpr bool bwd_swizzled_smem(int head_dim_qk, int head_dim_v, BwdTileShape t, bool fp16) {
-  if (head_dim_qk % 64 != 0 || head_dim_v % 64 != 0) return false;
+// The head dims and dtypes whose Q, dO, K and V take the swizzled layout (rows on whole 128-byte
+// lines, so the cp.async copies move only the bytes they read; sm80/common/smem_layout.hpp) rather
+// than padded rows, where the warps' column parts allow it (BwdTraits::kSwizzledSmem). H200,
+// flashcore-bench, same call, 2-3 runs, TFLOPS padded -> swizzled: d64 fp16 B4 H32 S4k 233.2 ->
+// 238.0, B1 S16k 241.0 -> 245.9, causal S4k 213.9 -> 216.8, bf16 causal B8 S2k 188.1 -> 191.8, B16
+// S1k 203.0 -> 206.1; d128 bf16 B4 H16 S4k 250.2 -> 256.3, B1 S16k 260.3 -> 266.9, causal S4k 225.7
+// -> 231.0; but d128 fp16 B4 S4k 257.4 -> 255.5, B1 S16k 267.9 -> 265.7, causal S4k 230.4 -> 228.9,
+// B16 S1k 225.3 -> 224.2. So: d64, and d128 in bf16; d256 (unmeasured) keeps padded rows.
+constexpr bool bwd_swizzle_measured_faster(int head_dim_qk, int head_dim_v, bool fp16) {
   const int d = head_dim_qk > head_dim_v ? head_dim_qk : head_dim_v;
-  if (d > 128 || (d > 64 && fp16)) return false;
-  const int dq_warps_n = t.warps / (t.block_m / 16);
-  return (head_dim_qk / dq_warps_n) % 64 == 0 && (head_dim_qk / t.col_split) % 64 == 0 &&
-         (head_dim_v / t.col_split) % 64 == 0;
+  return d <= 64 || (d <= 128 && !fp16);
 }
 
 // Bytes of dynamic shared memory: K, V (one tile), Q, dO (two stages), dS^T (and P^T when the
@@ -117,7 +111,7 @@ constexpr BwdTileShape bwd_tile_shape_for(int head_dim_qk, int head_dim_v, int e
              : bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 
-// kFp16: Element is __half (bwd_swizzled_smem's choice depends on it; the launcher names it).
+// kFp16: Element is __half (bwd_swizzle_measured_faster depends on it; the launcher names it).
 template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kFp16,
           BwdTileShape kShape_ = bwd_tile_shape(kHeadDimQK_, kHeadDimV_)>
 struct BwdTraits {
@@ -145,9 +139,13 @@ struct BwdTraits {
   static constexpr int kDqCols = kHeadDimQK / kDqWarpsN;  // columns of dQ per warp
   static constexpr int kDqNTiles = kDqCols / 8;
   static constexpr int kPad = bwd_row_pad(kElemBytes);
-  // Q, dO, K, V in the swizzled layout (sm80/common/smem_layout.hpp: rows on whole 128-byte lines)
-  // where bwd_swizzled_smem allows it, else padded rows; P^T and dS^T are always padded.
-  static constexpr bool kSwizzledSmem = bwd_swizzled_smem(kHeadDimQK, kHeadDimV, kShape, kFp16);
+  // Q, dO, K, V in the swizzled layout (sm80/common/smem_layout.hpp) where it measured faster and
+  // every column part a warp addresses (dQ's, dK's, dV's) starts on a 64-column segment, so a tile
+  // pointer moves by whole segments (sm80/common/gemm.cuh, the backward's GEMMs); else padded rows.
+  // P^T and dS^T are always padded.
+  static constexpr bool kSwizzledSmem = bwd_swizzle_measured_faster(kHeadDimQK, kHeadDimV, kFp16) &&
+                                        kHeadDimQK % 64 == 0 && kHeadDimV % 64 == 0 && kDqCols % 64 == 0 &&
+                                        kDKCols % 64 == 0 && kDVCols % 64 == 0;
   static constexpr int kOperandPad = kSwizzledSmem ? 0 : kPad;
   static constexpr int kKStride = kHeadDimQK + kOperandPad;
   static constexpr int kVStride = kHeadDimV + kOperandPad;

@@ -565,8 +565,9 @@ Status launch_decode_traits(const AttentionParams& p, int device, int sm_count, 
   }
   if (status.ok() && plan.num_splits > 1) {
     // A programmatic dependent of the split grid on sm_90 and later (common/dependent_launch.hpp).
-    const cudaError_t e = launch_kernel(&decode_combine_kernel<Element, kHeadDimV>, dim3(p.seqlen_q, p.heads_q, p.batch),
-                                        dim3(32 * kCombineWarps), 0, stream, dependent_launch_supported(device), p, splits);
+    const cudaError_t e =
+        launch_kernel(&decode_combine_kernel<Element, kHeadDimV>, dim3(p.seqlen_q, p.heads_q, p.batch),
+                      dim3(32 * kCombineWarps), 0, stream, dependent_launch_supported(device), p, splits);
     if (e != cudaSuccess) status = Status::CudaError(std::string("decode_combine_kernel launch: ") + cudaGetErrorString(e));
   }
   if (workspace != nullptr) {
