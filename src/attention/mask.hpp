@@ -147,8 +147,9 @@ struct PageTable {
   }
   FC_HOST_DEVICE KvRowLocation locate(int b, int row) const { return {page_of(entry(b, row)), row % page_size}; }
   // The two halves of locate(), for a kernel that reads the entry well before it uses the page.
-  FC_HOST_DEVICE int entry(int b, int row) const {
-    int slot = row / page_size;
+  FC_HOST_DEVICE int entry(int b, int row) const { return slot_entry(b, row / page_size); }
+  // The entry in table slot `slot` (row / page_size) of entry b; slots past the row read its last.
+  FC_HOST_DEVICE int slot_entry(int b, int slot) const {
     slot = slot < pages_per_seq ? slot : pages_per_seq - 1;
     return table[int64_t(b) * batch_stride + slot];
   }

@@ -8,11 +8,13 @@
 namespace flashcore::bench {
 
 std::string BenchConfig::label() const {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s B=%d Sq=%d Sk=%d Hq=%d Hkv=%d D=%d/%d %s%s%s", family.c_str(), batch,
+  char paged[48] = "";
+  if (is_paged()) std::snprintf(paged, sizeof(paged), " paged%d%s", page_size, pages_in_order ? "-in-order" : "");
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%s B=%d Sq=%d Sk=%d Hq=%d Hkv=%d D=%d/%d %s%s%s%s", family.c_str(), batch,
                 seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype_name(dtype),
                 causal ? (align == MaskAlign::kBottomRight ? " causal" : " causal-tl") : "",
-                is_varlen() ? " varlen" : "");
+                is_varlen() ? " varlen" : "", paged);
   return buf;
 }
 

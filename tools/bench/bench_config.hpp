@@ -20,9 +20,12 @@ struct BenchConfig {
   float softcap = 0.0f;
   std::vector<int> varlen_q;     // non-empty: a varlen batch with these query lengths
   std::vector<int> varlen_k;     // key lengths (same count), defaults to varlen_q
+  int page_size = 0;             // > 0: K/V in a pool of pages of this many rows, read through a block table
+  bool pages_in_order = false;   // the table lists the pool's pages in order (default: a fixed shuffle)
   KernelPath path = KernelPath::kAuto;
 
   bool is_varlen() const { return !varlen_q.empty(); }
+  bool is_paged() const { return page_size > 0; }
   std::string label() const;
 };
 

@@ -16,6 +16,8 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,7 +69,9 @@ void usage() {
       "  one configuration (any of these switches to a single run):\n"
       "    --batch N --seqlen-q N --seqlen-k N --seqlen N --heads-q N --heads-kv N --heads N\n"
       "    --dqk N --dv N --dim N --dtype fp16|bf16|fp32 --causal [--align br|tl]\n"
-      "    --window L,R --softcap C --varlen L1,L2,... (query=key lengths)\n"
+      "    --window L,R --softcap C --varlen L1,L2,... (query=key lengths) --varlen-k L1,L2,... (key lengths)\n"
+      "    --page-size N [--pages-in-order]   K/V in a pool of N-row pages read through a block table\n"
+      "      (the table's pages shuffled unless --pages-in-order; forward only)\n"
       "  --path auto|sm90|sm80|naive|cpu   kernel path (default auto)\n"
       "  --pass fwd|bwd|fwd+bwd   what is timed (backward FLOPs = 2.5x forward; fwd+bwd 3.5x)\n"
       "  --deterministic   the backward in deterministic mode (bitwise-repeatable dQ)\n"
@@ -159,6 +163,9 @@ Options parse(int argc, char** argv) {
     else if (a == "--window") { auto w = parse_int_list(next()); c.window_left = w.at(0); c.window_right = w.size() > 1 ? w[1] : w[0]; single(); }
     else if (a == "--softcap") { c.softcap = float(std::atof(next())); single(); }
     else if (a == "--varlen") { c.varlen_q = parse_int_list(next()); single(); }
+    else if (a == "--varlen-k") { c.varlen_k = parse_int_list(next()); single(); }
+    else if (a == "--page-size") { c.page_size = std::atoi(next()); single(); }
+    else if (a == "--pages-in-order") { c.pages_in_order = true; single(); }
     else if (a == "--path") { path = parse_path(next()); }
     else if (a == "--override") { parse_overrides(next()); }
     else if (a == "--iters") { o.iters = std::max(1, std::atoi(next())); }
@@ -177,9 +184,19 @@ Options parse(int argc, char** argv) {
     else if (a == "--md") { o.md_path = next(); }
     else { std::fprintf(stderr, "unknown argument '%s'\n", a.c_str()); usage(); std::exit(2); }
   }
+  if (!c.varlen_k.empty() && c.varlen_k.size() != c.varlen_q.size()) {
+    std::fprintf(stderr, "--varlen-k: needs --varlen with as many lengths (got %zu and %zu)\n", c.varlen_k.size(),
+                 c.varlen_q.size());
+    std::exit(2);
+  }
   if (c.is_varlen()) {
     c.batch = int(c.varlen_q.size());
     c.seqlen_q = c.seqlen_k = *std::max_element(c.varlen_q.begin(), c.varlen_q.end());
+    if (!c.varlen_k.empty()) c.seqlen_k = *std::max_element(c.varlen_k.begin(), c.varlen_k.end());
+  }
+  if (c.page_size < 0 || (c.is_paged() && o.pass != "fwd")) {
+    std::fprintf(stderr, "--page-size: a positive page size, with --pass fwd (the backward takes no block table)\n");
+    std::exit(2);
   }
   c.path = path;
   if (o.single_given && !o.suite_given) o.suite = "single";
@@ -227,6 +244,8 @@ struct DeviceProblem {
   void* o = nullptr;
   float* lse = nullptr;
   int32_t* cu_seqlens = nullptr;
+  int32_t* block_table = nullptr;  // paged: [batch, pages_per_seq]
+  int pages_per_seq = 0, num_pages = 0;
   int64_t total_q = 0, total_k = 0;
   int64_t q_elems = 0, k_elems = 0, v_elems = 0, o_elems = 0, lse_elems = 0;
 
@@ -234,8 +253,8 @@ struct DeviceProblem {
     for (void* p : q) cudaFree(p);
     for (void* p : k) cudaFree(p);
     for (void* p : v) cudaFree(p);
-    cudaFree(o); cudaFree(lse); cudaFree(cu_seqlens);
-    q.clear(); k.clear(); v.clear(); o = nullptr; lse = nullptr; cu_seqlens = nullptr;
+    cudaFree(o); cudaFree(lse); cudaFree(cu_seqlens); cudaFree(block_table);
+    q.clear(); k.clear(); v.clear(); o = nullptr; lse = nullptr; cu_seqlens = nullptr; block_table = nullptr;
   }
 };
 
@@ -256,6 +275,15 @@ AttentionParams make_params(const fb::BenchConfig& c, const DeviceProblem& dp, i
     p.total_k = dp.total_k;
   }
   flashcore::set_dense_strides(p);
+  if (c.is_paged()) {  // k, v: [num_pages, page_size, Hkv, D]
+    p.block_table = dp.block_table;
+    p.block_table_batch_stride = dp.pages_per_seq;
+    p.pages_per_seq = dp.pages_per_seq;
+    p.page_size = c.page_size;
+    p.num_pages = dp.num_pages;
+    p.k_batch_stride = int64_t(c.page_size) * p.k_seq_stride;
+    p.v_batch_stride = int64_t(c.page_size) * p.v_seq_stride;
+  }
   return p;
 }
 
@@ -285,9 +313,22 @@ void allocate(const fb::BenchConfig& c, DeviceProblem& dp, size_t l2_bytes) {
     dp.total_q = int64_t(c.batch) * c.seqlen_q;
     dp.total_k = int64_t(c.batch) * c.seqlen_k;
   }
+  int64_t key_rows = dp.total_k;  // rows of k and v
+  if (c.is_paged()) {
+    // Each entry's table row holds ceil(longest sequence / page_size) pages of a pool of
+    // batch x that many pages; the table is the pool's pages in order or in a fixed shuffle.
+    dp.pages_per_seq = (c.seqlen_k + c.page_size - 1) / c.page_size;
+    dp.num_pages = c.batch * dp.pages_per_seq;
+    key_rows = int64_t(dp.num_pages) * c.page_size;
+    std::vector<int32_t> table(size_t(dp.num_pages));
+    std::iota(table.begin(), table.end(), 0);
+    if (!c.pages_in_order) std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    BENCH_CUDA(cudaMalloc(&dp.block_table, table.size() * sizeof(int32_t)));
+    BENCH_CUDA(cudaMemcpy(dp.block_table, table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  }
   dp.q_elems = dp.total_q * c.heads_q * c.head_dim_qk;
-  dp.k_elems = dp.total_k * c.heads_kv * c.head_dim_qk;
-  dp.v_elems = dp.total_k * c.heads_kv * c.head_dim_v;
+  dp.k_elems = key_rows * c.heads_kv * c.head_dim_qk;
+  dp.v_elems = key_rows * c.heads_kv * c.head_dim_v;
   dp.o_elems = dp.total_q * c.heads_q * c.head_dim_v;
   dp.lse_elems = dp.total_q * c.heads_q;
   const size_t set_bytes = size_t(es) * (dp.q_elems + dp.k_elems + dp.v_elems);
@@ -595,7 +636,8 @@ void write_json(const std::string& path, const std::vector<Result>& results, con
       << flashcore::dtype_name(c.dtype) << "\", \"B\": " << c.batch << ", \"Hq\": " << c.heads_q
       << ", \"Hkv\": " << c.heads_kv << ", \"Sq\": " << c.seqlen_q << ", \"Sk\": " << c.seqlen_k
       << ", \"Dqk\": " << c.head_dim_qk << ", \"Dv\": " << c.head_dim_v << ", \"causal\": "
-      << (c.causal ? "true" : "false") << ", \"window\": " << window_str(c) << ", ";
+      << (c.causal ? "true" : "false") << ", \"window\": " << window_str(c) << ", \"page_size\": " << c.page_size
+      << ", ";
     if (r.ran) std::snprintf(num, sizeof(num), "\"ms\": %.5f, \"tflops\": %.2f, \"gbps\": %.1f", r.ms, r.tflops, r.gbps);
     else std::snprintf(num, sizeof(num), "\"ms\": null, \"tflops\": null, \"gbps\": null");
     f << num << ", \"max_err\": ";

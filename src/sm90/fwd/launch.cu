@@ -210,7 +210,10 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   // Paged keys live in the pool (attn::sequence_extent's rule); the producer counts a sequence's
   // keys from row 0 of its table row.
   k.total_k = p.is_paged() ? attn::kPagedKeyRowBound : p.total_k;
-  if (p.is_paged()) k.pages = attn::PageTable::of(p);
+  if (p.is_paged()) {
+    k.pages = attn::PageTable::of(p);
+    k.page_div = FastDivmod(uint32_t(p.page_size));
+  }
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;
   // The score transform's scale and softcap, with the scale folded into exp2 and the softcap in dot

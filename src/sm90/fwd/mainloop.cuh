@@ -231,9 +231,10 @@ struct Producer {
       const int offset = lane * params.page_rows, row = n * kBlockN + offset;
       return n >= range.n_first && offset < kBlockN && row < seqlen_k ? row : -1;
     };
-    auto entry_of = [&](int row) { return row < 0 ? 0 : params.pages.entry(batch, row); };
+    auto entry_of = [&](int row) { return row < 0 ? 0 : params.pages.slot_entry(batch, params.page_div.div(row)); };
     auto piece_of = [&](int row, int entry) {
-      return PagedPiece{row < 0 ? 0 : row % params.pages.page_size, params.pages.page_of(entry), row >= 0};
+      const int in_page = row < 0 ? 0 : row - int(params.page_div.div(row)) * params.pages.page_size;
+      return PagedPiece{in_page, params.pages.page_of(entry), row >= 0};
     };
     ptx::PipelineState<Traits::kStages> k_stage = rings.stage;
     PagedPiece k_piece = piece_of(piece_row(range.n_last), entry_of(piece_row(range.n_last)));
@@ -291,7 +292,7 @@ struct Producer {
   // scores become -inf whatever the stage held) and V rows [keys, kBlockN) are zeroed (zero_v_tail),
   // as are the rows of a loaded piece past the keys.
   static __device__ uint32_t paged_rows_loaded(const KernelParams& params, int keys) {
-    keys = keys < kBlockN ? keys : kBlockN;
+    if (keys >= kBlockN) return uint32_t(kBlockN);  // every block but a sequence's last: no division
     return uint32_t((keys + params.page_rows - 1) / params.page_rows * params.page_rows);
   }
   static __device__ uint32_t piece_offset(const KernelParams& params, int lane) {

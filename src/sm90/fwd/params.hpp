@@ -6,6 +6,7 @@
 
 #include "attention/mask.hpp"
 #include "attention/score_transform.hpp"
+#include "common/fast_divmod.hpp"
 
 namespace flashcore::sm90 {
 
@@ -84,6 +85,7 @@ struct KernelParams {
   // crosses a page, and lands on a 1024-byte boundary of the block's swizzled tile. A sequence's keys
   // count from row 0 of its table row (mainloop.cuh, Producer::load_paged).
   attn::PageTable pages;
+  FastDivmod page_div;  // by pages.page_size: a key row's table slot without a division per block
   int page_rows = 0;
   // page_rows == kBlockN and neither map is padded: the maps are the whole-tile 5-D shape (one box
   // per block, tma.cuh), else per chunk.
