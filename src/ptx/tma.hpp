@@ -27,6 +27,16 @@ FC_DEVICE void tma_load_5d(void* dst, const void* tensor_map, uint64_t* bar, int
       : "memory");
 }
 
+// tma_load_5d with shared-window addresses (smem_addr) for the box and the barrier.
+FC_DEVICE void tma_load_5d_addr(uint32_t dst_addr, const void* tensor_map, uint32_t bar_addr, int c0, int c1, int c2,
+                                int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst_addr),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar_addr)
+      : "memory");
+}
+
 // tma_load_5d into every CTA of the cluster named in `cta_mask` (bit r = cluster rank r): the box
 // lands at `dst`'s shared-memory offset in each of them, and each one's barrier at `bar`'s offset
 // receives the transaction bytes it got. Each destination CTA expects those bytes on its own barrier.

@@ -131,7 +131,7 @@ std::string TestCase::describe() const {
     os << "]";
   }
   for (const auto& [position, gain] : key_gain) os << " key" << position << "*" << gain;
-  if (page_size > 0) os << " paged(" << page_size << ")";
+  if (page_size > 0) os << " paged(" << page_size << (page_gap > 0 ? ", gap " + std::to_string(page_gap) : "") << ")";
   if (kv_batch_index) os << " kv_batch_idx";
   if (!leftpad_k.empty()) {
     os << " leftpad_k=[";
@@ -182,8 +182,8 @@ void to_kv_cache_layout(HostProblem& pr, std::mt19937_64& gen) {
     p.v_seq_stride = int64_t(p.heads_kv) * p.head_dim_v;
     p.k_head_stride = p.head_dim_qk;
     p.v_head_stride = p.head_dim_v;
-    p.k_batch_stride = p.page_size * p.k_seq_stride;
-    p.v_batch_stride = p.page_size * p.v_seq_stride;
+    p.k_batch_stride = (p.page_size + tc.page_gap) * p.k_seq_stride;
+    p.v_batch_stride = (p.page_size + tc.page_gap) * p.v_seq_stride;
     pr.k.assign(size_t(p.num_pages * p.k_batch_stride * elem), 0xFF);
     pr.v.assign(size_t(p.num_pages * p.v_batch_stride * elem), 0xFF);
   } else if (tc.kv_batch_index) {

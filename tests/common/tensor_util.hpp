@@ -59,6 +59,7 @@ struct TestCase {
   // KV-cache layouts of the same logical K/V (BSHD layout only). Cache slots that hold no key of the
   // call are NaN, so reading one fails the check.
   int page_size = 0;            // > 0: paged, pages of this many rows in a shuffled pool with spare pages
+  int page_gap = 0;             // paged: unused (NaN) rows after each page, so rows are not evenly spaced
   bool kv_batch_index = false;  // dense cache with two extra batch rows; entry b reads a shuffled row
   std::vector<int> leftpad_k;   // optional [B]: the first leftpad_k[b] cache rows are padding
   int num_splits = 0;           // AttentionParams::num_splits

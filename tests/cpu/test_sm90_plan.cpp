@@ -173,6 +173,49 @@ TEST(Sm90Plan, AlibiAndPagedCallsRunTheirOwnKernels) {
   EXPECT_FALSE(k.alibi);
 }
 
+// Row-group K/V tiles (kernel_traits.cuh, kKvRowGroups): paged calls over a pool of evenly spaced rows
+// with unpadded head dims of more than one 64-column chunk; the other paged calls keep the chunked
+// tiles, as every call without pages does.
+TEST(Sm90Plan, PagedCallsTakeRowGroupTilesWhereThePoolAllows) {
+  static const int32_t kTable[4] = {0, 1, 2, 3};
+  auto paged = [](int dim, int page_size) {
+    AttentionParams p = call(2, 2 * page_size, 4, dim, true);
+    p.heads_kv = 2;
+    flashcore::set_dense_strides(p);
+    p.block_table = kTable, p.block_table_batch_stride = 2, p.pages_per_seq = 2;
+    p.page_size = page_size, p.num_pages = 4;
+    p.k_batch_stride = int64_t(page_size) * p.k_seq_stride;
+    p.v_batch_stride = int64_t(page_size) * p.v_seq_stride;
+    return p;
+  };
+  for (int page_size : {8, 16, 48, 256}) {
+    const ForwardKernel k = kernel_of(paged(128, page_size));
+    EXPECT_TRUE(k.varlen && k.kv_row_groups) << page_size;
+    EXPECT_NE(flashcore::sm90::describe(k).find("kv-row-groups"), std::string::npos);
+  }
+  EXPECT_FALSE(kernel_of(paged(64, 16)).kv_row_groups) << "one chunk: the same layout either way";
+  AttentionParams split_pool = paged(128, 16);  // K and V pages interleaved in one buffer
+  split_pool.k_batch_stride *= 2;
+  EXPECT_FALSE(kernel_of(split_pool).kv_row_groups);
+  split_pool = paged(128, 16);
+  split_pool.v_batch_stride += 8;
+  EXPECT_FALSE(kernel_of(split_pool).kv_row_groups);
+  AttentionParams padded = paged(96, 16);  // on the d128 kernel
+  ForwardKernel k;
+  ASSERT_TRUE(choose_forward_kernel(padded, 128, 128, ForwardOverrides{}, &k).ok());
+  EXPECT_TRUE(k.varlen);
+  EXPECT_FALSE(k.kv_row_groups);
+  static const float kSlopes[4] = {};
+  AttentionParams alibi = paged(128, 16);
+  alibi.alibi_slopes = kSlopes;
+  EXPECT_FALSE(kernel_of(alibi).kv_row_groups);
+  static const int32_t kCu[3] = {0, 100, 300};
+  AttentionParams varlen = call(2, 200, 4, 128);
+  varlen.cu_seqlens_q = varlen.cu_seqlens_k = kCu;
+  varlen.total_q = varlen.total_k = 300;
+  EXPECT_FALSE(kernel_of(varlen).kv_row_groups);
+}
+
 TEST(Sm90Plan, ForcedStreamKTailSizesItsWorkspace) {
   ForwardOverrides o;
   o.max_grid_units = 5;

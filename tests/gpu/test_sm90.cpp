@@ -42,6 +42,7 @@ struct Case {
   std::vector<std::pair<int, float>> key_gain;  // testing::TestCase::key_gain
   bool bhsd = false;           // PyTorch [B, H, S, D] strides instead of [B, S, H, D]
   int page_size = 0;           // > 0: K/V in a shuffled page pool (testing::TestCase::page_size)
+  int page_gap = 0;            // unused rows after each page (testing::TestCase::page_gap)
   testing::AlibiLayout alibi = testing::AlibiLayout::kNone;
   // Plan overrides (ForwardOverrides), "" / 0 = the plan's own rule:
   const char* schedule = "";   // "serial" | "overlap"
@@ -83,6 +84,7 @@ struct Case {
     }
     if (bhsd) s += "_bhsd";
     if (page_size > 0) s += "_page" + std::to_string(page_size);
+    if (page_gap > 0) s += "_gap" + std::to_string(page_gap);
     if (alibi != testing::AlibiLayout::kNone) s += alibi == testing::AlibiLayout::kPerHead ? "_alibiH" : "_alibiBH";
     if (*schedule) s += std::string("_") + schedule;
     if (block_n > 0) s += "_blockN" + std::to_string(block_n);
@@ -174,6 +176,7 @@ void run_case(const Case& c) {
   tc.key_gain = c.key_gain;
   tc.layout = c.bhsd ? testing::Layout::kBHSD : testing::Layout::kBSHD;
   tc.page_size = c.page_size;
+  tc.page_gap = c.page_gap;
   tc.alibi = c.alibi;
   tc.seed = 1234u + uint64_t(c.seqlen_q) * 7u + uint64_t(c.seqlen_k) * 13u + uint64_t(c.head_dim);
   for (int len : c.varlen_q) tc.seed = tc.seed * 31u + uint64_t(len);
@@ -272,11 +275,13 @@ void add_varlen_cases(std::vector<Case>& cases, const Case& base) {
 }
 
 // Paged K/V (the varlen kernel loads each block in pieces of gcd(page_size, kBlockN) rows, a page
-// looked up per piece; pieces below 32 rows are issued by the helper warps, larger ones by the
-// producer warp's lanes): pages of 8 (the smallest), 16, 48 (a piece of 16 or 48 rows, not a power
-// of two), 64 and 256 (a block inside one page), varlen and dense queries,
-// seqused_k, every mask rule, GQA/MQA. make_problem fills the pool's unused rows with NaN, so a piece
-// read from the wrong page or past a sequence's keys shows.
+// looked up per piece; a block of more than 8 boxes is issued by the helper warps, else by the
+// producer warp's lanes; row-group tiles take a box per piece, the others a box per piece and
+// 64-column chunk): pages of 8 (the smallest), 16, 48 (a piece of 16 or 48 rows, not a power of
+// two), 64 and 256 (a block inside one page), a pool whose pages are not evenly spaced (chunked
+// tiles at every head dim), varlen and dense queries, seqused_k, every mask rule, GQA/MQA.
+// make_problem fills the pool's unused rows with NaN, so a piece read from the wrong page or past a
+// sequence's keys shows.
 void add_paged_cases(std::vector<Case>& cases, const Case& base) {
   auto add = [&](auto edit) {
     Case c = base;
@@ -308,6 +313,11 @@ void add_paged_cases(std::vector<Case>& cases, const Case& base) {
     c.heads_q = 4, c.heads_kv = 2, c.page_size = 48, c.input_scale = 10;
     c.varlen_q = {77, 250, 3};
     c.varlen_k = {100, 520, 70};
+  });
+  add([](Case& c) {  // pages of 16 rows 8 rows apart: chunked tiles, helper warps at d128
+    c.heads_q = 4, c.heads_kv = 2, c.page_size = 16, c.page_gap = 8, c.causal = true;
+    c.varlen_q = {129, 1, 300};
+    c.varlen_k = {250, 77, 300};
   });
 }
 
@@ -568,18 +578,22 @@ TEST(Sm90Sanitizer, SmallVarlenCases) {
   run_cases_in_build(cases);
 }
 
-// Paged K/V for compute-sanitizer: pieces issued into one stage by the helper warps (pages of 16
-// and 48 rows: 16-row pieces) and by several lanes of the producer warp (64), the zeroed V tail of a
-// paged block, a padded head dim (72 -> 80).
+// Paged K/V for compute-sanitizer: pieces issued into one stage by the helper warps (more than 8
+// boxes a block: d72 pages of 8-48, d128 row-group tiles pages of 8, chunked tiles pages of 16 with
+// a gap) and by several lanes of the producer warp (d128 16-64, d72 64), the zeroed V tail of a
+// paged block in both tile layouts, a padded head dim (72 -> 80).
 TEST(Sm90Sanitizer, PagedCases) {
   FC_REQUIRE_SM(90);
   std::vector<Case> cases;
   for (int d : {72, 128}) {
-    for (int page_size : {16, 48, 64}) {
-      Case c = small_varlen_case(d, d);
-      c.page_size = page_size;
-      c.heads_q = 4, c.heads_kv = 2;
-      cases.push_back(c);
+    for (int page_size : {8, 16, 48, 64}) {
+      for (int page_gap : {0, 8}) {
+        if (page_gap > 0 && (d != 128 || page_size != 16)) continue;
+        Case c = small_varlen_case(d, d);
+        c.page_size = page_size, c.page_gap = page_gap;
+        c.heads_q = 4, c.heads_kv = 2;
+        cases.push_back(c);
+      }
     }
   }
   run_cases_in_build(cases);

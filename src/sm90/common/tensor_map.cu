@@ -121,6 +121,32 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
   return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
 }
 
+bool row_group_map_fits(const OperandView& view) {
+  const int64_t rows = int64_t(view.seqlen) * view.batch;
+  return view.head_dim % 64 == 0 && view.seqlen % 8 == 0 &&
+         (view.batch == 1 || view.batch_stride == int64_t(view.seqlen) * view.seq_stride) &&
+         rows / 8 < (int64_t(1) << 31);  // row-group coordinates are 32-bit
+}
+
+Status encode_row_group_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
+  if (!row_group_map_fits(view) || box_rows % 8 != 0) {
+    return Status::Internal("sm90: a row-group map needs evenly spaced rows, head_dim % 64 == 0 and box_rows % 8 == 0");
+  }
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  const OperandMapBasics b = operand_map_basics(view, dtype);
+  const cuuint64_t groups = cuuint64_t(view.seqlen) * view.batch / 8;
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const cuuint64_t dims[5] = {64, 8, (cuuint64_t)(view.head_dim / 64), groups, (cuuint64_t)view.heads};
+  const cuuint64_t row_bytes = (cuuint64_t)view.seq_stride * 2;
+  const cuuint64_t strides[4] = {row_bytes, 128, 8 * row_bytes, b.head_stride};
+  const cuuint32_t box[5] = {64, 8, (cuuint32_t)(view.head_dim / 64), (cuuint32_t)(box_rows / 8), 1};
+  const CUresult res = encode(map, b.type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
+}
+
 std::string operand_view_problem(const char* name, const OperandView& view) {
   if (reinterpret_cast<uintptr_t>(view.base) % 16 != 0) return std::string(name) + ": base address must be 16-byte aligned";
   const char* rule = " must be a positive multiple of 8 elements (16 bytes) for TMA";

@@ -44,6 +44,14 @@ Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype
 // The per-chunk shape above whatever the head dims: boxes of box_rows rows that land at any row
 // (a multiple of 8) of a tile of more rows (the paged K/V pieces, sm90/fwd/mainloop.cuh).
 Status encode_operand_map_per_chunk(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
+// A page pool whose rows are evenly spaced across pages (batch_stride == seqlen * seq_stride, the
+// contiguous [pages][page_size][heads][D] pool) with head_dim a multiple of 64, as 8-row groups over
+// the whole pool: a 5-D view {64, 8, head_dim/64, pool rows / 8, heads} whose box {64, 8,
+// head_dim/64, box_rows/8, 1} fills a [box_rows/8][head_dim/64][8][64] row-group tile (the 128-byte
+// swizzle's 8-row atoms of one row group adjacent). One box is then a whole piece of box_rows rows
+// starting at a row-group coordinate, all its columns (sm90/fwd/mainloop.cuh, kKvRowGroups).
+bool row_group_map_fits(const OperandView& view);
+Status encode_row_group_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
 // Empty when `view` (16-bit elements) meets TMA's rules: a 16-byte aligned base and, for every
 // dimension longer than 1, a stride that is a positive multiple of 8 elements (16 bytes); otherwise
 // the rule it breaks, naming the tensor `name` (its strides as <name>_seq_stride, ...). A stride of a

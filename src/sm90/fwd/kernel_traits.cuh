@@ -31,7 +31,9 @@ struct PagedBoxJob {
   int is_v;
   int rows;  // rows loaded: whole pieces of KernelParams::page_rows rows, from the block's first
   int head_kv;
-  int page[32];  // piece i (rows [i page_rows, + page_rows) of the block) starts at row in_page[i] of page[i]
+  // Piece i (rows [i page_rows, + page_rows) of the block) starts at row in_page[i] of page[i]; with
+  // row-group tiles page[i] is its first row group in the row-group map (in_page unused).
+  int page[32];
   int in_page[32];
 };
 
@@ -46,9 +48,12 @@ struct PagedBoxJob {
 // tail, is masked, and the main loop has no mask code (tile_config.hpp, kDenseBlockN).
 // kShape_: the tile config's shape (tile_config.hpp, TileShape); other than kDefault for dense
 // (non-varlen) calls only.
+// kKvRowGroups_: the varlen kernel for paged calls whose pool a row-group map views
+// (sm90/common/tma.cuh): K and V tiles [kBlockN/8][chunks][8][64] instead of [chunks][kBlockN][64],
+// so a page's piece, all its 64-column chunks, is one TMA box (mainloop.cuh, load_paged_blocks).
 template <int kDqk_, int kDv_, typename Element_, Schedule kSchedule_, int kBlockN_, bool kVarlen_ = false,
           int kClusterM_ = 1, bool kAllKeysVisible_ = false, TileShape kShape_ = TileShape::kDefault,
-          bool kAlibi_ = false>
+          bool kAlibi_ = false, bool kKvRowGroups_ = false>
 struct KernelTraits {
   using Config = TileConfig<kDqk_, kDv_, kShape_>;
   using Element = Element_;
@@ -104,6 +109,15 @@ struct KernelTraits {
   static constexpr uint32_t kQBytes = kBlockM * kDqkPad * 2;  // TMA credits the whole box, zeros too
   static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
   static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
+  // Both K/V tile layouts are made of the swizzle's 1024-byte atoms (8 rows x one 64-column chunk);
+  // they differ in the strides between a tile's chunks and between its 8-row groups (the wgmma
+  // descriptors' and every row address's): [chunks][kBlockN][64], or with kKvRowGroups
+  // [kBlockN/8][chunks][8][64].
+  static constexpr bool kKvRowGroups = kKvRowGroups_;
+  static constexpr uint32_t kKChunkBytes = kKvRowGroups ? 1024 : kBlockN * kRowBytes;
+  static constexpr uint32_t kKGroupBytes = kKvRowGroups ? kDqkPad / 64 * 1024 : 8 * kRowBytes;
+  static constexpr uint32_t kVChunkBytes = kKvRowGroups ? 1024 : kBlockN * kRowBytes;
+  static constexpr uint32_t kVGroupBytes = kKvRowGroups ? kDvPad / 64 * 1024 : 8 * kRowBytes;
   // Cluster kernel: the 64-column chunks of a K (V) block this CTA loads and multicasts.
   static constexpr int kKChunksPerCta = kDqkPad / 64 / kClusterM;
   static constexpr int kVChunksPerCta = kDvPad / 64 / kClusterM;
@@ -128,6 +142,8 @@ struct KernelTraits {
   static_assert(!kAllKeysVisible || !kVarlen, "the mask-free main loop is built for dense calls only");
   static_assert(kShape_ == TileShape::kDefault || !kVarlen, "the long and short tile shapes are built for dense calls only");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
+  static_assert(!kKvRowGroups || (kVarlen && !kAlibi && kDqk % 64 == 0 && kDv % 64 == 0),
+                "row-group K/V tiles: the varlen kernel of paged calls, unpadded head dims");
   // setmaxnreg moves registers between the warps of a CTA, within what the CTA got at launch: the
   // per-thread launch cap (65536 / kThreads, in steps of 8) times kThreads, NOT the whole register
   // file. (24/240/240 at 384 threads is exactly 168 x 384 = 64512; 32/240/240, 65536 in total, hung

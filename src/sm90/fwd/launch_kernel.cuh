@@ -56,7 +56,7 @@ template <class Traits>
 Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
   const ForwardKernel& chosen = args.kernel;
   if (chosen.block_n != Traits::kBlockN || chosen.cluster_m != Traits::kClusterM || chosen.varlen != Traits::kVarlen ||
-      chosen.alibi != Traits::kAlibi ||
+      chosen.alibi != Traits::kAlibi || chosen.kv_row_groups != Traits::kKvRowGroups ||
       chosen.all_keys_visible != Traits::kAllKeysVisible || chosen.schedule != Traits::kSchedule ||
       chosen.head_dim_qk != Traits::kDqk || chosen.head_dim_v != Traits::kDv) {
     return Status::Internal("sm90: the launcher's kernel does not match the plan's (" + describe(chosen) + ")");
@@ -82,9 +82,13 @@ Status launch_with_traits(const LaunchArgs& args, cudaStream_t stream) {
       }
       params.paged_whole_blocks = params.page_rows == Traits::kBlockN && !per_chunk_map(args.k.head_dim, Traits::kDqk) &&
                                   !per_chunk_map(args.v.head_dim, Traits::kDv);
-      params.paged_helpers =
-          Traits::kPagedHelpers && params.page_rows < kPagedHelperRowsBelow && !params.paged_whole_blocks;
-      if (params.paged_whole_blocks) {
+      constexpr int kBoxChunks = Traits::kKvRowGroups ? 1 : std::max(Traits::kDqkPad, Traits::kDvPad) / 64;
+      const int boxes = params.paged_whole_blocks ? 1 : Traits::kBlockN / params.page_rows * kBoxChunks;
+      params.paged_helpers = Traits::kPagedHelpers && boxes > kPagedHelperBoxesAbove;
+      if constexpr (Traits::kKvRowGroups) {
+        FC_RETURN_IF_ERROR(encode_row_group_map(&tm_k, args.k, args.dtype, params.page_rows));
+        FC_RETURN_IF_ERROR(encode_row_group_map(&tm_v, args.v, args.dtype, params.page_rows));
+      } else if (params.paged_whole_blocks) {
         FC_RETURN_IF_ERROR(encode_operand_map(&tm_k, args.k, args.dtype, Traits::kDqk, Traits::kBlockN));
         FC_RETURN_IF_ERROR(encode_operand_map(&tm_v, args.v, args.dtype, Traits::kDv, Traits::kBlockN));
       } else {
@@ -189,6 +193,12 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
                                            false, TileShape::kDefault, true>>(args, stream);
   }
   if (k.varlen) {
+    if constexpr (kDqk % 64 == 0 && kDv % 64 == 0 && (kDqk > 64 || kDv > 64)) {
+      if (k.kv_row_groups) {
+        return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true, 1,
+                                               false, TileShape::kDefault, false, true>>(args, stream);
+      }
+    }
     return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true>>(args,
                                                                                                               stream);
   }

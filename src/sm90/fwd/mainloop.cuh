@@ -201,14 +201,33 @@ struct Producer {
   // with a plain arrival (v_full expects 1 arrival, no bytes).
   static __device__ void zero_v_tail(Storage& smem, int stage, int keys, uint32_t tail_phase, int lane) {
     ptx::mbarrier_wait(&smem.v_tail, tail_phase);
-    // [Dv/64][kBlockN][64]: rows `keys`.. of each 64-column chunk are one contiguous byte range.
     // (32-bit shared addresses keep this within the producer's 24 registers.)
     const uint32_t v_addr = ptx::smem_addr(smem.v[stage]);
+    if constexpr (Traits::kKvRowGroups) {
+      // [kBlockN/8][Dv/64][8][64]: the 8-row groups wholly past the keys are one contiguous byte
+      // range; in the group holding row `keys`, its rows from there on in each chunk's atom another.
+      const uint32_t end = v_addr + kBlockN / 8 * Traits::kVGroupBytes;
+      for (uint32_t a = v_addr + (keys + 7) / 8 * Traits::kVGroupBytes + lane * 16; a < end; a += 32 * 16) {
+        ptx::st_shared_zero16(a);
+      }
+      if (keys % 8 != 0) {
+        const uint32_t group = v_addr + keys / 8 * Traits::kVGroupBytes;
 #pragma unroll
-    for (int c = 0; c < Traits::kDvPad / 64; ++c) {
-      const uint32_t chunk = v_addr + c * kBlockN * Traits::kRowBytes;
-      const uint32_t end = chunk + kBlockN * Traits::kRowBytes;
-      for (uint32_t a = chunk + keys * Traits::kRowBytes + lane * 16; a < end; a += 32 * 16) ptx::st_shared_zero16(a);
+        for (int c = 0; c < Traits::kDvPad / 64; ++c) {
+          const uint32_t atom = group + c * Traits::kVChunkBytes, atom_end = atom + 8 * Traits::kRowBytes;
+          for (uint32_t a = atom + keys % 8 * Traits::kRowBytes + lane * 16; a < atom_end; a += 32 * 16) {
+            ptx::st_shared_zero16(a);
+          }
+        }
+      }
+    } else {
+      // [Dv/64][kBlockN][64]: rows `keys`.. of each 64-column chunk are one contiguous byte range.
+#pragma unroll
+      for (int c = 0; c < Traits::kDvPad / 64; ++c) {
+        const uint32_t chunk = v_addr + c * kBlockN * Traits::kRowBytes;
+        const uint32_t end = chunk + kBlockN * Traits::kRowBytes;
+        for (uint32_t a = chunk + keys * Traits::kRowBytes + lane * 16; a < end; a += 32 * 16) ptx::st_shared_zero16(a);
+      }
     }
     ptx::fence_proxy_async_smem();  // these generic writes -> the consumers' wgmma (async proxy) reads
     __syncwarp();
@@ -295,8 +314,15 @@ struct Producer {
     if (keys >= kBlockN) return uint32_t(kBlockN);  // every block but a sequence's last: no division
     return uint32_t((keys + params.page_rows - 1) / params.page_rows * params.page_rows);
   }
+  // Elements from a tile's start to piece `lane`: inside each 64-column chunk, or with row groups
+  // (kPad / 64 chunks of every row) from the tile's start.
+  template <int kPad>
   static __device__ uint32_t piece_offset(const KernelParams& params, int lane) {
-    return uint32_t(lane * params.page_rows) * 64u;  // elements, inside each 64-column chunk
+    return uint32_t(lane * params.page_rows) * (Traits::kKvRowGroups ? uint32_t(kPad) : 64u);
+  }
+  // A piece's first row group in the row-group map's pool-wide coordinate (tma.cuh).
+  static __device__ int piece_row_group(const KernelParams& params, int page, int in_page) {
+    return page * params.page_row_groups + in_page / 8;
   }
   static __device__ void load_paged_k(Storage& smem, const CUtensorMap* tm_k, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, const ptx::PipelineState<Traits::kStages>& stage,
@@ -320,11 +346,11 @@ struct Producer {
     }
   }
   // Lane 0 expects the bytes of `rows` rows of every chunk on `full` before any box can complete
-  // on it; then the pieces (`mine`: the block's keys reach them) are copied into every 64-column
-  // chunk of `tile` ([kPad/64][kBlockN][64]), piece i at row i * page_rows: one 5-D box per piece
-  // when the piece is the whole block (params.paged_whole_blocks), else a box per chunk, issued by
-  // the lane that holds the piece or, with params.paged_helpers, handed with every lane's piece to
-  // the helper warps (PagedIssuers).
+  // on it; then the pieces (`mine`: the block's keys reach them) are copied into `tile`, piece i at
+  // row i * page_rows: with row groups one 5-D box per piece; else into every 64-column chunk of
+  // [kPad/64][kBlockN][64], one 5-D box per piece when the piece is the whole block
+  // (params.paged_whole_blocks), else a box per chunk. Issued by the lane that holds the piece or,
+  // with params.paged_helpers, handed with every lane's piece to the helper warps (PagedIssuers).
   template <int kPad>
   static __device__ void issue_paged_pieces(Storage& smem, uint16_t* tile, const CUtensorMap* map, uint64_t* full,
                                             uint32_t rows, const PagedPiece& piece, int head_kv,
@@ -333,8 +359,12 @@ struct Producer {
     if (helpers_issue_pieces(params)) {
       const uint32_t slot = next_job_slot(smem);
       PagedBoxJob& job = smem.box_job[slot];
-      job.page[lane] = piece.page;
-      job.in_page[lane] = piece.in_page;
+      if constexpr (Traits::kKvRowGroups) {
+        job.page[lane] = piece_row_group(params, piece.page, piece.in_page);
+      } else {
+        job.page[lane] = piece.page;
+        job.in_page[lane] = piece.in_page;
+      }
       if (lane == 0) {
         job.dst = ptx::smem_addr(tile), job.barrier = ptx::smem_addr(full), job.is_v = is_v;
         job.rows = int(rows), job.head_kv = head_kv;
@@ -345,7 +375,11 @@ struct Producer {
     }
     __syncwarp();
     if (!piece.mine) return;
-    uint16_t* dst = tile + piece_offset(params, lane);
+    uint16_t* dst = tile + piece_offset<kPad>(params, lane);
+    if constexpr (Traits::kKvRowGroups) {
+      ptx::tma_load_5d(dst, map, full, 0, 0, 0, piece_row_group(params, piece.page, piece.in_page), head_kv);
+      return;
+    }
     if (params.paged_whole_blocks) {
       ptx::tma_load_5d(dst, map, full, 0, piece.in_page, 0, head_kv, piece.page);
       return;
@@ -377,16 +411,26 @@ struct PagedIssuers {
       const int is_v = job.is_v;
       if (is_v < 0) return;
       if (is_v) {
-        issue<Traits::kDvPad>(job, tm_v, params.page_rows, helper, lane);
+        issue<Traits::kDvPad>(job, tm_v, params, helper, lane);
       } else {
-        issue<Traits::kDqkPad>(job, tm_k, params.page_rows, helper, lane);
+        issue<Traits::kDqkPad>(job, tm_k, params, helper, lane);
       }
       ptx::mbarrier_arrive(&smem.job_empty[slot.index]);  // this lane has read the job
     }
   }
 
   template <int kPad>
-  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int page_rows, int helper, int lane) {
+  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, const KernelParams& params, int helper,
+                               int lane) {
+    const int page_rows = params.page_rows;
+    if constexpr (Traits::kKvRowGroups) {  // a box per piece, every chunk (Producer::issue_paged_pieces)
+      for (int piece = helper + Traits::kHelperWarps * lane; piece < job.rows / page_rows;
+           piece += 32 * Traits::kHelperWarps) {
+        const uint32_t dst = job.dst + uint32_t(piece * page_rows * kPad * 2);
+        ptx::tma_load_5d_addr(dst, map, job.barrier, 0, 0, 0, job.page[piece], job.head_kv);
+      }
+      return;
+    }
     constexpr int kChunks = kPad / 64;
     const int boxes = job.rows / page_rows * kChunks;
     for (int box = helper + Traits::kHelperWarps * lane; box < boxes; box += 32 * Traits::kHelperWarps) {
@@ -421,12 +465,14 @@ struct Consumer {
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = the K block (sm90/common/gemm.cuh).
   __device__ void issue_qk(float* s, const uint16_t* k_tile) const {
-    gemm_ss_overwrite<kBlockN, Traits::kDqk, kBlockM, kBlockN, Traits::kWgmmaType>(
-        s, ptx::smem_addr(smem.q[q_state.index]) + warpgroup * 64 * kRowBytes, ptx::smem_addr(k_tile));
+    gemm_ss_overwrite<kBlockN, Traits::kDqk, kBlockM, kBlockN, Traits::kWgmmaType, Traits::kKChunkBytes,
+                      Traits::kKGroupBytes>(s, ptx::smem_addr(smem.q[q_state.index]) + warpgroup * 64 * kRowBytes,
+                                            ptx::smem_addr(k_tile));
   }
   // O += P V: A = P from registers, B = the V block read MN-major.
   __device__ void issue_pv(float* o, const uint32_t* p, const uint16_t* v_tile) const {
-    gemm_rs_accumulate<Traits::kDv, kBlockN, Traits::kWgmmaType>(o, p, ptx::smem_addr(v_tile));
+    gemm_rs_accumulate<Traits::kDv, kBlockN, Traits::kWgmmaType, Traits::kVChunkBytes, Traits::kVGroupBytes>(
+        o, p, ptx::smem_addr(v_tile));
   }
   // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).
   __device__ static void convert_p(const float* s, uint32_t* p) {
@@ -535,8 +581,9 @@ struct Consumer {
   // 4j..4j+3 of the wgmma layout (softmax.cuh), so the scores land where the wgmma put them. Thread
   // (g = lane / 4, t = lane % 4) loads its fragments itself, 32 bits each: A = Q rows g and g + 8 of
   // the warp at columns 2t and 2t + 8 of the k-step, B = K key 8j + g at the same columns.
-  // Tiles are [Dqk/64][rows][64] with the 128-byte swizzle: the 16-byte unit u of row r lies at unit
-  // u ^ (r % 8) of the row (chunks start 1024-byte aligned), and r % 8 = g for every row read here.
+  // Tiles are [Dqk/64][rows][64] with the 128-byte swizzle (K: or row groups, kernel_traits.cuh): the
+  // 16-byte unit u of row r lies at unit u ^ (r % 8) of the row (atoms start 1024-byte aligned), and
+  // r % 8 = g for every row read here.
   // Why not cheaper: a second wgmma issue makes the d128 long kernels spill 44-104 bytes;
   // ldmatrix fragments, or mma.sync accumulating straight into s, 20-32 bytes.
   __device__ void recompute_scores(float* s) const {
@@ -551,7 +598,7 @@ struct Consumer {
       for (int kk = 0; kk < Traits::kDqk / 16; ++kk) {
         const uint32_t lo = ((2 * (kk % 4)) ^ g) << 4, hi = lo ^ 16;  // columns 2t (+ 8) of the k-step
         const uint32_t q = q_rows + (kk / 4) * kBlockM * kRowBytes;
-        const uint32_t k = k_rows + ((kk / 4) * kBlockN + 8 * j) * kRowBytes;
+        const uint32_t k = k_rows + (kk / 4) * Traits::kKChunkBytes + j * Traits::kKGroupBytes;
         const uint32_t a[4] = {ptx::ld_shared_b32(q + lo), ptx::ld_shared_b32(q + 8 * kRowBytes + lo),
                                ptx::ld_shared_b32(q + hi), ptx::ld_shared_b32(q + 8 * kRowBytes + hi)};
         const uint32_t b[2] = {ptx::ld_shared_b32(k + lo), ptx::ld_shared_b32(k + hi)};

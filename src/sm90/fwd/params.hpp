@@ -86,11 +86,12 @@ struct KernelParams {
   // count from row 0 of its table row (mainloop.cuh, Producer::load_paged).
   attn::PageTable pages;
   FastDivmod page_div;  // by pages.page_size: a key row's table slot without a division per block
+  int page_row_groups = 0;  // pages.page_size / 8: a page's first 8-row group in a row-group map
   int page_rows = 0;
   // page_rows == kBlockN and neither map is padded: the maps are the whole-tile 5-D shape (one box
-  // per block, tma.cuh), else per chunk.
+  // per block, tma.cuh), else per chunk. (Row-group kernels: row-group maps, a box per piece.)
   bool paged_whole_blocks = false;
-  // page_rows below kPagedHelperRowsBelow (tile_config.hpp): a block's pieces are issued by the
+  // More boxes per block than kPagedHelperBoxesAbove (tile_config.hpp): a block's pieces are issued by the
   // producer warpgroup's helper warps, from a job the producer warp hands them (mainloop.cuh,
   // PagedIssuers), instead of by the producer warp's lanes.
   bool paged_helpers = false;

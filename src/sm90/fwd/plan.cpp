@@ -109,6 +109,7 @@ Status choose_kernel_of(const AttentionParams& p, int tile_dqk, int tile_dv, con
     kernel->schedule = config.schedule;
     kernel->block_n = config.block_n_for(false, true);
     kernel->alibi = p.alibi_slopes != nullptr;
+    kernel->kv_row_groups = paged_row_groups(p, tile_dqk, tile_dv);
     return Status::Ok();
   }
   if (p.alibi_slopes != nullptr) {
@@ -252,6 +253,16 @@ Status plan_forward(const AttentionParams& p, const ForwardKernel& kernel, const
   return Status::Ok();
 }
 
+bool paged_row_groups(const AttentionParams& p, int tile_dqk, int tile_dv) {
+  auto evenly_spaced = [&](int64_t page_stride, int64_t row_stride) {
+    return p.num_pages == 1 || page_stride == int64_t(p.page_size) * row_stride;
+  };
+  return p.is_paged() && p.alibi_slopes == nullptr && p.head_dim_qk == tile_dqk && p.head_dim_v == tile_dv &&
+         tile_dqk % 64 == 0 && tile_dv % 64 == 0 && (tile_dqk > 64 || tile_dv > 64) && p.page_size % 8 == 0 &&
+         evenly_spaced(p.k_batch_stride, p.k_seq_stride) && evenly_spaced(p.v_batch_stride, p.v_seq_stride) &&
+         int64_t(p.num_pages) * p.page_size / 8 < (int64_t(1) << 31);
+}
+
 std::string describe(const ForwardKernel& k) {
   std::string s = std::to_string(k.head_dim_qk) + "/" + std::to_string(k.head_dim_v) + " ";
   s += k.schedule == Schedule::kSerial ? "serial" : "overlap";
@@ -262,6 +273,7 @@ std::string describe(const ForwardKernel& k) {
   if (k.all_keys_visible) s += " all-keys-visible";
   if (k.cluster_m > 1) s += " cluster " + std::to_string(k.cluster_m);
   if (k.alibi) s += " alibi";
+  if (k.kv_row_groups) s += " kv-row-groups";
   return s;
 }
 

@@ -48,11 +48,18 @@ struct ForwardKernel {
   bool all_keys_visible = false;  // every query row sees every key: the mask-free main loop
   int cluster_m = 1;
   bool alibi = false;             // ALiBi calls: the masked (or varlen) kernel built with the bias
+  bool kv_row_groups = false;     // paged varlen calls: K/V tiles in 8-row groups (paged_row_groups)
   bool tuning_only = false;       // built only with FLASHCORE_BUILD_TUNING_KERNELS
 
   bool stream_k() const { return all_keys_visible && !varlen; }  // KernelTraits::kStreamK
   bool operator==(const ForwardKernel&) const = default;
 };
+
+// Whether a paged call's K/V tiles take the row-group layout (kernel_traits.cuh, kKvRowGroups): a
+// page's piece is then one TMA box, not one per 64-column chunk. Needs a pool whose rows are evenly
+// spaced across pages (the row-group map, sm90/common/tma.cuh), unpadded head dims with more than one
+// chunk (one chunk is the same layout either way), and no ALiBi (its varlen kernel keeps the other).
+bool paged_row_groups(const AttentionParams& params, int tile_dqk, int tile_dv);
 
 // Picks the kernel among those of the (tile_dqk, tile_dv) instantiation: the call's head dims, or the
 // covering pair it is padded to (launch.cu picks it from the built ones). Not ok (Unsupported) for

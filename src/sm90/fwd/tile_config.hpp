@@ -76,12 +76,13 @@ enum class TileShape : int {
 inline constexpr bool kStaleMaxBuilt = FLASHCORE_SM90_STALE_MAX != 0;
 
 // Paged K/V (the varlen kernels): a page is read in pieces of page_rows = gcd(page_size, kBlockN)
-// rows (params.hpp), a TMA box per piece and 64-column chunk. Below this many rows per piece the
-// boxes are issued by the producer warpgroup's three helper warps instead of the producer warp's
-// lanes (mainloop.cuh, PagedIssuers). H100, bf16 d128 GQA 32/8 causal prefill (B4 x 4k, B8 x 512
-// over 8k), TFLOPS, producer warp / helpers: 16-row pieces 482-505 / 564-593 (dense 674-685);
-// 32-row 592-604 / 576-591; 64-row 635-652 / 598-607 (docs/design/decode.md).
-inline constexpr int kPagedHelperRowsBelow = 32;
+// rows (params.hpp), a TMA box per piece (row-group tiles, kernel_traits.cuh) or per piece and
+// 64-column chunk. Above this many boxes per K or V block they are issued by the producer
+// warpgroup's three helper warps instead of the producer warp's lanes (mainloop.cuh, PagedIssuers).
+// H100, bf16 d128 GQA 32/8 causal prefill (B4 x 4k, B8 x 512 over 8k), TFLOPS, producer warp /
+// helpers, a box per chunk: 16-row pieces (16 boxes) 482-505 / 564-593 (dense 674-685); 32-row (8)
+// 592-604 / 576-591; 64-row (4) 635-652 / 598-607 (docs/design/decode.md).
+inline constexpr int kPagedHelperBoxesAbove = 8;
 
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
