@@ -20,7 +20,9 @@ max_err: max |out - fp32 reference| over batch entry 0.
 Prefill over a cache (pass = "prefill", `--prefill-impls`): flash_attn_varlen_func, causal, bf16, d128,
 GQA 32/8, B sequences whose last Sq tokens attend to Sk cached keys, on a dense packed K/V
 (`flashcore`) and on shuffled paged caches (`flashcore-paged16` / `-paged256`); tflops counts the
-visible (query, key) pairs, vs_dense = the dense call's ms / this ms in the same run.
+visible (query, key) pairs, vs_dense = the dense call's ms / this ms in the same run. The
+implementations of a shape are captured first and their graphs then replayed in turn, round after
+round (median per implementation), so a drift of the GPU's clocks over the run weighs on all alike.
 
 Writes DIR/report.json {device, date, commit, command, torch, copy_gbps, rows: [...]}, DIR/report.md
 and DIR/decode.png.   python3 tools/bench/decode_compare.py --out bench/reports/h200/decode [--quick]
@@ -65,7 +67,8 @@ def prefill_flops(c) -> float:
     return 4.0 * c["B"] * c["Hq"] * c["D"] * pairs
 
 
-def bench_prefill_row(c, impl: str, calls: int):
+def prepare_prefill_row(c, impl: str):
+    """(run, max_err) of one prefill implementation: run(None) makes the call on inputs it owns."""
     import flashcore
 
     B, Sq, Hq, Hkv, Sk, D = c["B"], c["Sq"], c["Hq"], c["Hkv"], c["Sk"], c["D"]
@@ -101,11 +104,39 @@ def bench_prefill_row(c, impl: str, calls: int):
 
     out = run(None)
     max_err = (out[:Sq].float() - reference(q[:Sq], k[:Sk], v[:Sk])).abs().max().item()
-    ms = time_graph(run, [None], calls, replays=10)
-    eager = time_eager(run, [None], iters=10)
-    del kv, q, k, v
-    torch.cuda.empty_cache()
-    return ms, eager, max_err
+    return run, max_err
+
+
+def time_graphs_interleaved(runs: dict, calls: int, rounds: int) -> dict:
+    """Per-call ms of each run in `runs` (name -> run(None)): `calls` calls captured in one CUDA graph per
+    run, then each graph replayed once per round in turn; the median over rounds, divided by the calls."""
+    graphs = {}
+    for name, run in runs.items():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                run(None)
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                run(None)
+        graph.replay()
+        graphs[name] = graph
+    torch.cuda.synchronize()
+    times = {name: [] for name in graphs}
+    for _ in range(rounds):
+        for name, graph in graphs.items():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            graph.replay()
+            e.record()
+            e.synchronize()
+            times[name].append(s.elapsed_time(e))
+    del graphs
+    return {name: statistics.median(t) / calls for name, t in times.items()}
 
 
 def copy_gbps() -> float:
@@ -346,20 +377,32 @@ def main():
     copy_rate = copy_gbps()
     rows = []
     for c in prefill_suite(args.quick) if prefill_impls else []:
-        results = []
+        results, runs = [], {}
         for impl in prefill_impls:
             row = dict(impl=impl, dtype="bf16", **c, page_size={"flashcore-paged16": 16, "flashcore-paged256": 256}.get(impl),
                        ms=None, eager_ms=None, tflops=None, vs_dense=None, max_err=None, note="")
             row["pass"] = "prefill"
             try:
-                ms, eager, err = bench_prefill_row(c, impl, max(2, args.calls // 5))
-                row.update(ms=ms, eager_ms=eager, max_err=err, tflops=prefill_flops(c) / (ms * 1e-3) / 1e12)
+                runs[impl], row["max_err"] = prepare_prefill_row(c, impl)
+                row["eager_ms"] = time_eager(runs[impl], [None], iters=10)
             except Exception as exc:
                 row["note"] = str(exc).splitlines()[0][:160]
                 torch.cuda.empty_cache()
             results.append(row)
-            print(f"prefill B={c['B']} Sq={c['Sq']} Sk={c['Sk']} {impl:20s} ms={row['ms']} tflops={row['tflops']} "
-                  f"{row['note']}", flush=True)
+        try:
+            times = time_graphs_interleaved(runs, max(2, args.calls // 5), rounds=12)
+        except Exception as exc:
+            times = {}
+            for row in results:
+                row["note"] = row["note"] or str(exc).splitlines()[0][:160]
+        for row in results:
+            if row["impl"] in times:
+                row["ms"] = times[row["impl"]]
+                row["tflops"] = prefill_flops(c) / (row["ms"] * 1e-3) / 1e12
+            print(f"prefill B={c['B']} Sq={c['Sq']} Sk={c['Sk']} {row['impl']:20s} ms={row['ms']} "
+                  f"tflops={row['tflops']} {row['note']}", flush=True)
+        del runs
+        torch.cuda.empty_cache()
         base = results[0]["ms"]
         for row in results:
             if base and row["ms"]:
