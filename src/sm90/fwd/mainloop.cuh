@@ -392,8 +392,9 @@ struct Producer {
 };
 
 // The helper warps of paged K/V in small pieces (KernelParams::paged_helpers): a block of pieces
-// of page_rows rows needs (kBlockN / page_rows) x (head dim / 64) TMA boxes, and the producer warp's
-// lanes issuing them one after another kept the consumers waiting (docs/design/decode.md). Warps
+// of page_rows rows needs kBlockN / page_rows TMA boxes (row-group tiles), or that many per 64-column
+// chunk, and the producer warp's lanes issuing more than kPagedHelperBoxesAbove of them one after
+// another kept the consumers waiting (docs/design/decode.md). Warps
 // 1..kHelperWarps of the producer warpgroup take the producer warp's jobs in order, box b of a
 // block by lane b / kHelperWarps of helper warp b % kHelperWarps, so the boxes of a block issue from
 // several warps at once. The producer warp has looked the pages up and set the bytes the barrier
