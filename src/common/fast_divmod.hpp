@@ -31,11 +31,8 @@ struct FastDivmod {
 #endif
     return (high + x) >> shift;
   }
-  // The quotient and the remainder of x / divisor, x in [0, 2^31).
-  FC_HOST_DEVICE void divmod(uint32_t x, uint32_t* quotient, uint32_t* remainder) const {
-    *quotient = div(x);
-    *remainder = x - *quotient * divisor;
-  }
+  // x % divisor for x in [0, 2^31).
+  FC_HOST_DEVICE uint32_t mod(uint32_t x) const { return x - div(x) * divisor; }
 };
 
 }  // namespace flashcore

@@ -13,10 +13,8 @@ namespace {
 
 void expect_exact(uint32_t divisor, uint32_t x) {
   const FastDivmod d(divisor);
-  uint32_t q = 0, r = 0;
-  d.divmod(x, &q, &r);
-  ASSERT_EQ(q, x / divisor) << x << " / " << divisor;
-  ASSERT_EQ(r, x % divisor) << x << " % " << divisor;
+  ASSERT_EQ(d.div(x), x / divisor) << x << " / " << divisor;
+  ASSERT_EQ(d.mod(x), x % divisor) << x << " % " << divisor;
 }
 
 std::vector<uint32_t> divisors() {

@@ -110,31 +110,11 @@ def prepare_prefill_row(c, impl: str):
 def time_graphs_interleaved(runs: dict, calls: int, rounds: int) -> dict:
     """Per-call ms of each run in `runs` (name -> run(None)): `calls` calls captured in one CUDA graph per
     run, then each graph replayed once per round in turn; the median over rounds, divided by the calls."""
-    graphs = {}
-    for name, run in runs.items():
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                run(None)
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                run(None)
-        graph.replay()
-        graphs[name] = graph
-    torch.cuda.synchronize()
+    graphs = {name: capture_graph(run, [None], calls) for name, run in runs.items()}
     times = {name: [] for name in graphs}
     for _ in range(rounds):
         for name, graph in graphs.items():
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            graph.replay()
-            e.record()
-            e.synchronize()
-            times[name].append(s.elapsed_time(e))
+            times[name].append(replay_ms(graph))
     del graphs
     return {name: statistics.median(t) / calls for name, t in times.items()}
 
@@ -169,6 +149,14 @@ def n_sets(c, free_bytes: int, copies_per_set: int = 1) -> int:
 
 def time_graph(run, sets, calls: int, replays: int = 12) -> float:
     """Per-call ms of `calls` calls (rotating over sets) captured in one CUDA graph, median of replays."""
+    graph = capture_graph(run, sets, calls)
+    times = [replay_ms(graph) for _ in range(replays)]
+    del graph
+    return statistics.median(times) / calls
+
+
+def capture_graph(run, sets, calls: int):
+    """`calls` calls of run (rotating over sets) captured in one CUDA graph, after a warm-up, replayed once."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -182,16 +170,16 @@ def time_graph(run, sets, calls: int, replays: int = 12) -> float:
             run(sets[i % len(sets)])
     graph.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    del graph
-    return statistics.median(times) / calls
+    return graph
+
+
+def replay_ms(graph) -> float:
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    graph.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e)
 
 
 def time_eager(run, sets, iters: int = 30) -> float:

@@ -22,9 +22,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
-
-#include <cuda_fp16.h>
 
 #include "api/paths.hpp"
 #include "attention/constants.hpp"
@@ -418,14 +415,13 @@ Status launch_bwd_traits(const BackwardParams& bp, const BwdWorkspace& ws, cudaS
 // entries that need more compile one).
 template <int kHeadDimQK, int kHeadDimV, typename Element>
 Status launch_bwd(const BackwardParams& bp, const BwdWorkspace& ws, bool compact, cudaStream_t stream) {
-  constexpr bool kFp16 = std::is_same_v<Element, __half>;
   constexpr BwdTileShape kCompact = compact_bwd_tile_shape(kHeadDimQK, kHeadDimV);
   if constexpr (!(kCompact == bwd_tile_shape(kHeadDimQK, kHeadDimV))) {
     static_assert(bwd_smem_bytes(kHeadDimQK, kHeadDimV, kCompact, int(sizeof(Element))) <= kCompactSmemBytes,
                   "the compact tile fits the 99 KB parts");
-    if (compact) return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kFp16, kCompact>>(bp, ws, stream);
+    if (compact) return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kCompact>>(bp, ws, stream);
   }
-  return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element, kFp16>>(bp, ws, stream);
+  return launch_bwd_traits<BwdTraits<kHeadDimQK, kHeadDimV, Element>>(bp, ws, stream);
 }
 
 }  // namespace flashcore::sm80

@@ -20,8 +20,12 @@
 // Host code includes this header (no device code here) to check shared-memory needs in supports().
 #pragma once
 
+#include <type_traits>
+
 #include "backward/workspace.hpp"
 #include "sm80/common/smem_budget.hpp"
+
+struct __half;  // cuda_fp16.h's, named only (this header stays free of CUDA headers)
 
 namespace flashcore::sm80 {
 
@@ -111,8 +115,7 @@ constexpr BwdTileShape bwd_tile_shape_for(int head_dim_qk, int head_dim_v, int e
              : bwd_tile_shape(head_dim_qk, head_dim_v);
 }
 
-// kFp16: Element is __half (bwd_swizzle_measured_faster depends on it; the launcher names it).
-template <int kHeadDimQK_, int kHeadDimV_, typename Element_, bool kFp16,
+template <int kHeadDimQK_, int kHeadDimV_, typename Element_,
           BwdTileShape kShape_ = bwd_tile_shape(kHeadDimQK_, kHeadDimV_)>
 struct BwdTraits {
   using Element = Element_;  // __half or __nv_bfloat16
@@ -143,7 +146,8 @@ struct BwdTraits {
   // every column part a warp addresses (dQ's, dK's, dV's) starts on a 64-column segment, so a tile
   // pointer moves by whole segments (sm80/common/gemm.cuh, the backward's GEMMs); else padded rows.
   // P^T and dS^T are always padded.
-  static constexpr bool kSwizzledSmem = bwd_swizzle_measured_faster(kHeadDimQK, kHeadDimV, kFp16) &&
+  static constexpr bool kSwizzledSmem = bwd_swizzle_measured_faster(kHeadDimQK, kHeadDimV,
+                                                                    std::is_same_v<Element, __half>) &&
                                         kHeadDimQK % 64 == 0 && kHeadDimV % 64 == 0 && kDqCols % 64 == 0 &&
                                         kDKCols % 64 == 0 && kDVCols % 64 == 0;
   static constexpr int kOperandPad = kSwizzledSmem ? 0 : kPad;

@@ -62,7 +62,7 @@ Status get_encode_tiled(PFN_cuTensorMapEncodeTiled_v12000* fn) {
 // A legal stand-in stride for a dimension of extent 1 (its coordinate is always 0).
 int64_t usable_stride(int64_t stride, int extent) { return extent > 1 ? stride : 8; }
 
-// The fields both operand map shapes share.
+// The fields every operand map shape shares.
 struct OperandMapBasics {
   CUtensorMapDataType type;
   int seqlen;
@@ -85,66 +85,63 @@ Status encode_failed(CUresult res, const OperandView& view, int box_rows) {
                           ", box rows " + std::to_string(box_rows) + ")");
 }
 
+// A map of `view` (16-bit elements of `type`) with the given rank, dims, byte strides and box, unit
+// element strides and the 128-byte swizzle: the shape every operand map shares.
+Status encode_swizzled(CUtensorMap* map, const OperandView& view, CUtensorMapDataType type, cuuint32_t rank,
+                       const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult res = encode(map, type, rank, const_cast<void*>(view.base), dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
+}
+
+// encode_row_group_map's views: rows evenly spaced across batches (pages), whole 64-column chunks,
+// row-group coordinates within 32 bits.
+bool row_group_map_fits(const OperandView& view) {
+  const int64_t rows = int64_t(view.seqlen) * view.batch;
+  return view.head_dim % 64 == 0 && view.seqlen % 8 == 0 &&
+         (view.batch == 1 || view.batch_stride == int64_t(view.seqlen) * view.seq_stride) &&
+         rows / 8 < (int64_t(1) << 31);
+}
+
 }  // namespace
 
 Status encode_operand_map_per_chunk(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   const OperandMapBasics b = operand_map_basics(view, dtype);
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const cuuint64_t dims[4] = {(cuuint64_t)view.head_dim, (cuuint64_t)b.seqlen, (cuuint64_t)view.heads,
                               (cuuint64_t)view.batch};
   const cuuint64_t strides[3] = {b.seq_stride, b.head_stride, b.batch_stride};
   const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
-  const CUresult res = encode(map, b.type, 4, const_cast<void*>(view.base), dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
+  return encode_swizzled(map, view, b.type, 4, dims, strides, box, box_rows);
 }
 
 Status encode_operand_map(CUtensorMap* map, const OperandView& view, DType dtype, int tile_head_dim, int box_rows,
                           int box_chunks) {
   if (view.head_dim > tile_head_dim) return Status::Internal("sm90: a tensor map wider than the kernel's head dim");
   if (per_chunk_map(view.head_dim, tile_head_dim)) return encode_operand_map_per_chunk(map, view, dtype, box_rows);
-  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   const OperandMapBasics b = operand_map_basics(view, dtype);
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   const cuuint64_t dims[5] = {64, (cuuint64_t)b.seqlen, (cuuint64_t)(view.head_dim / 64), (cuuint64_t)view.heads,
                               (cuuint64_t)view.batch};
   const cuuint64_t strides[4] = {b.seq_stride, 128, b.head_stride, b.batch_stride};
   const cuuint32_t chunks = box_chunks > 0 ? (cuuint32_t)box_chunks : (cuuint32_t)(view.head_dim / 64);
   const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, chunks, 1, 1};
-  const CUresult res = encode(map, b.type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
-}
-
-bool row_group_map_fits(const OperandView& view) {
-  const int64_t rows = int64_t(view.seqlen) * view.batch;
-  return view.head_dim % 64 == 0 && view.seqlen % 8 == 0 &&
-         (view.batch == 1 || view.batch_stride == int64_t(view.seqlen) * view.seq_stride) &&
-         rows / 8 < (int64_t(1) << 31);  // row-group coordinates are 32-bit
+  return encode_swizzled(map, view, b.type, 5, dims, strides, box, box_rows);
 }
 
 Status encode_row_group_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows) {
   if (!row_group_map_fits(view) || box_rows % 8 != 0) {
     return Status::Internal("sm90: a row-group map needs evenly spaced rows, head_dim % 64 == 0 and box_rows % 8 == 0");
   }
-  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  FC_RETURN_IF_ERROR(get_encode_tiled(&encode));
   const OperandMapBasics b = operand_map_basics(view, dtype);
   const cuuint64_t groups = cuuint64_t(view.seqlen) * view.batch / 8;
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   const cuuint64_t dims[5] = {64, 8, (cuuint64_t)(view.head_dim / 64), groups, (cuuint64_t)view.heads};
   const cuuint64_t row_bytes = (cuuint64_t)view.seq_stride * 2;
   const cuuint64_t strides[4] = {row_bytes, 128, 8 * row_bytes, b.head_stride};
   const cuuint32_t box[5] = {64, 8, (cuuint32_t)(view.head_dim / 64), (cuuint32_t)(box_rows / 8), 1};
-  const CUresult res = encode(map, b.type, 5, const_cast<void*>(view.base), dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS ? Status::Ok() : encode_failed(res, view, box_rows);
+  return encode_swizzled(map, view, b.type, 5, dims, strides, box, box_rows);
 }
 
 std::string operand_view_problem(const char* name, const OperandView& view) {

@@ -50,7 +50,7 @@ Status encode_operand_map_per_chunk(CUtensorMap* map, const OperandView& view, D
 // head_dim/64, box_rows/8, 1} fills a [box_rows/8][head_dim/64][8][64] row-group tile (the 128-byte
 // swizzle's 8-row atoms of one row group adjacent). One box is then a whole piece of box_rows rows
 // starting at a row-group coordinate, all its columns (sm90/fwd/mainloop.cuh, kKvRowGroups).
-bool row_group_map_fits(const OperandView& view);
+// Internal error for other views (the plan chooses row groups only for these: paged_row_groups).
 Status encode_row_group_map(CUtensorMap* map, const OperandView& view, DType dtype, int box_rows);
 // Empty when `view` (16-bit elements) meets TMA's rules: a 16-byte aligned base and, for every
 // dimension longer than 1, a stride that is a positive multiple of 8 elements (16 bytes); otherwise

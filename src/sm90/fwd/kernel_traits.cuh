@@ -110,13 +110,12 @@ struct KernelTraits {
   static constexpr uint32_t kKBytes = kBlockN * kDqkPad * 2;
   static constexpr uint32_t kVBytes = kBlockN * kDvPad * 2;
   // Both K/V tile layouts are made of the swizzle's 1024-byte atoms (8 rows x one 64-column chunk);
-  // they differ in the strides between a tile's chunks and between its 8-row groups (the wgmma
-  // descriptors' and every row address's): [chunks][kBlockN][64], or with kKvRowGroups
-  // [kBlockN/8][chunks][8][64].
+  // they differ in the strides between a tile's chunks (the same for K and V) and between its 8-row
+  // groups (the wgmma descriptors' and every row address's): [chunks][kBlockN][64], or with
+  // kKvRowGroups [kBlockN/8][chunks][8][64].
   static constexpr bool kKvRowGroups = kKvRowGroups_;
-  static constexpr uint32_t kKChunkBytes = kKvRowGroups ? 1024 : kBlockN * kRowBytes;
+  static constexpr uint32_t kKvChunkBytes = kKvRowGroups ? 1024 : kBlockN * kRowBytes;
   static constexpr uint32_t kKGroupBytes = kKvRowGroups ? kDqkPad / 64 * 1024 : 8 * kRowBytes;
-  static constexpr uint32_t kVChunkBytes = kKvRowGroups ? 1024 : kBlockN * kRowBytes;
   static constexpr uint32_t kVGroupBytes = kKvRowGroups ? kDvPad / 64 * 1024 : 8 * kRowBytes;
   // Cluster kernel: the 64-column chunks of a K (V) block this CTA loads and multicasts.
   static constexpr int kKChunksPerCta = kDqkPad / 64 / kClusterM;

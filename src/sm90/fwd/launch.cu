@@ -213,7 +213,6 @@ Status sm90_run(const AttentionParams& p, const detail::DeviceInfo& d, cudaStrea
   if (p.is_paged()) {
     k.pages = attn::PageTable::of(p);
     k.page_div = FastDivmod(uint32_t(p.page_size));
-    k.page_row_groups = p.page_size / 8;
   }
   k.mask = call_mask(p);
   k.mask_align = p.mask_align;

@@ -214,7 +214,7 @@ struct Producer {
         const uint32_t group = v_addr + keys / 8 * Traits::kVGroupBytes;
 #pragma unroll
         for (int c = 0; c < Traits::kDvPad / 64; ++c) {
-          const uint32_t atom = group + c * Traits::kVChunkBytes, atom_end = atom + 8 * Traits::kRowBytes;
+          const uint32_t atom = group + c * Traits::kKvChunkBytes, atom_end = atom + 8 * Traits::kRowBytes;
           for (uint32_t a = atom + keys % 8 * Traits::kRowBytes + lane * 16; a < atom_end; a += 32 * 16) {
             ptx::st_shared_zero16(a);
           }
@@ -252,8 +252,7 @@ struct Producer {
     };
     auto entry_of = [&](int row) { return row < 0 ? 0 : params.pages.slot_entry(batch, params.page_div.div(row)); };
     auto piece_of = [&](int row, int entry) {
-      const int in_page = row < 0 ? 0 : row - int(params.page_div.div(row)) * params.pages.page_size;
-      return PagedPiece{in_page, params.pages.page_of(entry), row >= 0};
+      return PagedPiece{row < 0 ? 0 : int(params.page_div.mod(row)), params.pages.page_of(entry), row >= 0};
     };
     ptx::PipelineState<Traits::kStages> k_stage = rings.stage;
     PagedPiece k_piece = piece_of(piece_row(range.n_last), entry_of(piece_row(range.n_last)));
@@ -322,7 +321,7 @@ struct Producer {
   }
   // A piece's first row group in the row-group map's pool-wide coordinate (tma.cuh).
   static __device__ int piece_row_group(const KernelParams& params, int page, int in_page) {
-    return page * params.page_row_groups + in_page / 8;
+    return page * (params.pages.page_size / 8) + in_page / 8;
   }
   static __device__ void load_paged_k(Storage& smem, const CUtensorMap* tm_k, const KernelParams& params, int head_kv,
                                       int keys, const PagedPiece& piece, const ptx::PipelineState<Traits::kStages>& stage,
@@ -412,18 +411,16 @@ struct PagedIssuers {
       const int is_v = job.is_v;
       if (is_v < 0) return;
       if (is_v) {
-        issue<Traits::kDvPad>(job, tm_v, params, helper, lane);
+        issue<Traits::kDvPad>(job, tm_v, params.page_rows, helper, lane);
       } else {
-        issue<Traits::kDqkPad>(job, tm_k, params, helper, lane);
+        issue<Traits::kDqkPad>(job, tm_k, params.page_rows, helper, lane);
       }
       ptx::mbarrier_arrive(&smem.job_empty[slot.index]);  // this lane has read the job
     }
   }
 
   template <int kPad>
-  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, const KernelParams& params, int helper,
-                               int lane) {
-    const int page_rows = params.page_rows;
+  static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int page_rows, int helper, int lane) {
     if constexpr (Traits::kKvRowGroups) {  // a box per piece, every chunk (Producer::issue_paged_pieces)
       for (int piece = helper + Traits::kHelperWarps * lane; piece < job.rows / page_rows;
            piece += 32 * Traits::kHelperWarps) {
@@ -466,13 +463,13 @@ struct Consumer {
   // ---- GEMM issue -----------------------------------------------------------------------------
   // S = Q K^T: A = this warpgroup's 64 rows of Q, B = the K block (sm90/common/gemm.cuh).
   __device__ void issue_qk(float* s, const uint16_t* k_tile) const {
-    gemm_ss_overwrite<kBlockN, Traits::kDqk, kBlockM, kBlockN, Traits::kWgmmaType, Traits::kKChunkBytes,
+    gemm_ss_overwrite<kBlockN, Traits::kDqk, kBlockM, kBlockN, Traits::kWgmmaType, Traits::kKvChunkBytes,
                       Traits::kKGroupBytes>(s, ptx::smem_addr(smem.q[q_state.index]) + warpgroup * 64 * kRowBytes,
                                             ptx::smem_addr(k_tile));
   }
   // O += P V: A = P from registers, B = the V block read MN-major.
   __device__ void issue_pv(float* o, const uint32_t* p, const uint16_t* v_tile) const {
-    gemm_rs_accumulate<Traits::kDv, kBlockN, Traits::kWgmmaType, Traits::kVChunkBytes, Traits::kVGroupBytes>(
+    gemm_rs_accumulate<Traits::kDv, kBlockN, Traits::kWgmmaType, Traits::kKvChunkBytes, Traits::kVGroupBytes>(
         o, p, ptx::smem_addr(v_tile));
   }
   // P's A fragment for k-step kk is the S accumulator pairs 8kk..8kk+7 (no shuffles needed).
@@ -599,7 +596,7 @@ struct Consumer {
       for (int kk = 0; kk < Traits::kDqk / 16; ++kk) {
         const uint32_t lo = ((2 * (kk % 4)) ^ g) << 4, hi = lo ^ 16;  // columns 2t (+ 8) of the k-step
         const uint32_t q = q_rows + (kk / 4) * kBlockM * kRowBytes;
-        const uint32_t k = k_rows + (kk / 4) * Traits::kKChunkBytes + j * Traits::kKGroupBytes;
+        const uint32_t k = k_rows + (kk / 4) * Traits::kKvChunkBytes + j * Traits::kKGroupBytes;
         const uint32_t a[4] = {ptx::ld_shared_b32(q + lo), ptx::ld_shared_b32(q + 8 * kRowBytes + lo),
                                ptx::ld_shared_b32(q + hi), ptx::ld_shared_b32(q + 8 * kRowBytes + hi)};
         const uint32_t b[2] = {ptx::ld_shared_b32(k + lo), ptx::ld_shared_b32(k + hi)};

@@ -86,7 +86,6 @@ struct KernelParams {
   // count from row 0 of its table row (mainloop.cuh, Producer::load_paged).
   attn::PageTable pages;
   FastDivmod page_div;  // by pages.page_size: a key row's table slot without a division per block
-  int page_row_groups = 0;  // pages.page_size / 8: a page's first 8-row group in a row-group map
   int page_rows = 0;
   // page_rows == kBlockN and neither map is padded: the maps are the whole-tile 5-D shape (one box
   // per block, tma.cuh), else per chunk. (Row-group kernels: row-group maps, a box per piece.)
