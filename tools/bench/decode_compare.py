@@ -23,8 +23,9 @@ GQA 32/8, B sequences whose last Sq tokens attend to Sk cached keys, on a dense 
 visible (query, key) pairs, vs_dense = the dense call's ms / this ms in the same run. A prefill call
 runs ~1 ms, so it is timed as plain calls (CUDA events around each; the host enqueues ahead), the
 implementations of a shape taking turns call by call (median per implementation), so a drift of the
-GPU's clocks over the run weighs on all alike. (Graphs of four calls each, replayed in turn, ran
-12-14% slower than the same calls made plainly on an H200, and than the C++ harness: not used.)
+GPU's clocks over the run weighs on all alike. (On an H200 both plain and graph timings of the same
+~1 ms call drifted by up to 15% between repetitions, so what a row can state is its ratio to the
+dense call timed alongside it.)
 
 `--decode-rows-from REPORT_JSON` takes the decode rows and the copy rate from an earlier report of the
 same commit instead of measuring them (to re-time the prefill rows alone).
