@@ -17,17 +17,6 @@ FC_DEVICE void tma_prefetch_descriptor(const void* tensor_map) {
 // Loads the 5-D box at coordinates (c0 innermost .. c4) into shared memory at `dst`; completion adds
 // the box's bytes to `bar`'s transaction count. Elements outside the tensor arrive as zeros and are
 // still counted, so expect_tx is always the full box size.
-FC_DEVICE void tma_load_5d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2, int c3,
-                           int c4) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
-      "r"(smem_addr(bar))
-      : "memory");
-}
-
-// tma_load_5d with shared-window addresses (smem_addr) for the box and the barrier.
 FC_DEVICE void tma_load_5d_addr(uint32_t dst_addr, const void* tensor_map, uint32_t bar_addr, int c0, int c1, int c2,
                                 int c3, int c4) {
   asm volatile(
@@ -35,6 +24,11 @@ FC_DEVICE void tma_load_5d_addr(uint32_t dst_addr, const void* tensor_map, uint3
       " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst_addr),
       "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar_addr)
       : "memory");
+}
+// The same with generic pointers to the box and the barrier.
+FC_DEVICE void tma_load_5d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2, int c3,
+                           int c4) {
+  tma_load_5d_addr(smem_addr(dst), tensor_map, smem_addr(bar), c0, c1, c2, c3, c4);
 }
 
 // tma_load_5d into every CTA of the cluster named in `cta_mask` (bit r = cluster rank r): the box

@@ -141,7 +141,7 @@ struct KernelTraits {
   static_assert(!kAllKeysVisible || !kVarlen, "the mask-free main loop is built for dense calls only");
   static_assert(kShape_ == TileShape::kDefault || !kVarlen, "the long and short tile shapes are built for dense calls only");
   static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "each stage must keep 1024-byte swizzle alignment");
-  static_assert(!kKvRowGroups || (kVarlen && !kAlibi && kDqk % 64 == 0 && kDv % 64 == 0),
+  static_assert(!kKvRowGroups || (kVarlen && !kAlibi && kv_row_group_tiles(kDqk, kDv)),
                 "row-group K/V tiles: the varlen kernel of paged calls, unpadded head dims");
   // setmaxnreg moves registers between the warps of a CTA, within what the CTA got at launch: the
   // per-thread launch cap (65536 / kThreads, in steps of 8) times kThreads, NOT the whole register

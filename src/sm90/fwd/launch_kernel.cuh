@@ -193,7 +193,7 @@ Status launch_forward(const LaunchArgs& args, cudaStream_t stream) {
                                            false, TileShape::kDefault, true>>(args, stream);
   }
   if (k.varlen) {
-    if constexpr (kDqk % 64 == 0 && kDv % 64 == 0 && (kDqk > 64 || kDv > 64)) {
+    if constexpr (kv_row_group_tiles(kDqk, kDv)) {
       if (k.kv_row_groups) {
         return launch_with_traits<KernelTraits<kDqk, kDv, Element, C::kSchedule, block_n_for<C>(false, true), true, 1,
                                                false, TileShape::kDefault, false, true>>(args, stream);

@@ -422,8 +422,8 @@ struct PagedIssuers {
   template <int kPad>
   static __device__ void issue(const PagedBoxJob& job, const CUtensorMap* map, int page_rows, int helper, int lane) {
     if constexpr (Traits::kKvRowGroups) {  // a box per piece, every chunk (Producer::issue_paged_pieces)
-      for (int piece = helper + Traits::kHelperWarps * lane; piece < job.rows / page_rows;
-           piece += 32 * Traits::kHelperWarps) {
+      const int pieces = job.rows / page_rows;
+      for (int piece = helper + Traits::kHelperWarps * lane; piece < pieces; piece += 32 * Traits::kHelperWarps) {
         const uint32_t dst = job.dst + uint32_t(piece * page_rows * kPad * 2);
         ptx::tma_load_5d_addr(dst, map, job.barrier, 0, 0, 0, job.page[piece], job.head_kv);
       }

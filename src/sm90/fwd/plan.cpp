@@ -258,7 +258,7 @@ bool paged_row_groups(const AttentionParams& p, int tile_dqk, int tile_dv) {
     return p.num_pages == 1 || page_stride == int64_t(p.page_size) * row_stride;
   };
   return p.is_paged() && p.alibi_slopes == nullptr && p.head_dim_qk == tile_dqk && p.head_dim_v == tile_dv &&
-         tile_dqk % 64 == 0 && tile_dv % 64 == 0 && (tile_dqk > 64 || tile_dv > 64) && p.page_size % 8 == 0 &&
+         kv_row_group_tiles(tile_dqk, tile_dv) && p.page_size % 8 == 0 &&
          evenly_spaced(p.k_batch_stride, p.k_seq_stride) && evenly_spaced(p.v_batch_stride, p.v_seq_stride) &&
          int64_t(p.num_pages) * p.page_size / 8 < (int64_t(1) << 31);
 }

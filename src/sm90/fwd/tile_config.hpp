@@ -84,6 +84,11 @@ inline constexpr bool kStaleMaxBuilt = FLASHCORE_SM90_STALE_MAX != 0;
 // 592-604 / 576-591; 64-row (4) 635-652 / 598-607 (docs/design/decode.md).
 inline constexpr int kPagedHelperBoxesAbove = 8;
 
+// The head-dim pairs whose paged varlen kernel is also built with row-group K/V tiles
+// (kernel_traits.cuh, kKvRowGroups): whole 64-column chunks, more than one of them (with one chunk
+// both layouts are the same). The plan (paged_row_groups) and the launcher read this one rule.
+constexpr bool kv_row_group_tiles(int dqk, int dv) { return dqk % 64 == 0 && dv % 64 == 0 && (dqk > 64 || dv > 64); }
+
 template <int kDqk, int kDv, TileShape kShape = TileShape::kDefault>
 struct TileConfig;  // only the listed pairs are built; launch.cu's supports() names the others
 
