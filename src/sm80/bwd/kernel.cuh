@@ -202,10 +202,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   zero_accumulators(acc_dk);
   zero_accumulators(acc_dv);
 
-  // Q, dO, lse2, D of step `step` into stage `stage`.
-  auto load_step = [&](int step, int stage) {
-    const int h = head_kv * group + step / m_count;
-    const int m0 = (m_begin + step % m_count) * kBlockM;
+  // Q, dO, lse2, D of the step at (query head head_kv * group + head_offset, query block
+  // m_begin + block_offset) into stage `stage`. Steps walk the query blocks of one head, then the
+  // next head; the loop advances (head, block) by a counter, not by a division per step.
+  auto load_step = [&](int head_offset, int block_offset, int stage) {
+    const int h = head_kv * group + head_offset;
+    const int m0 = (m_begin + block_offset) * kBlockM;
     const int rows = min(kBlockM, seq.seqlen_q - m0);
     const int64_t q_row = seq.q_start + m0;  // q_start is 0 in the dense layout
     const Element* q = static_cast<const Element*>(p.q) +
@@ -242,7 +244,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   ptx::wait_for_previous_grid();  // lse2, D and the zeroed dQ accumulator
   if (steps > 0) {
-    load_step(0, 0);
+    load_step(0, 0, 0);
     ptx::cp_async_commit();
   }
 
@@ -251,16 +253,26 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr bool kSplit = Traits::kColSplit > 1;
   const int dkv_part = kSplit ? warp / Traits::kKeyWarps : 0;  // a constant 0 when not split
   const int warp_query0 = dkv_part * Traits::kStepQueries;
+  // Formed once: inside the loop the cp.async asm (a memory clobber) keeps the compiler from
+  // hoisting what reads the parameters, and each step would start with a division and a square root.
+  const float scale_log2 = attn::softmax_scale(p) * attn::kLog2e;
+  // This step's query head in the group and query block; the walk ends after the group's last head.
+  int head_offset = steps > 0 ? 0 : group, block_offset = 0;
 #pragma unroll 1
-  for (int step = 0, stage = 0; step < steps; ++step, stage ^= 1) {
+  for (int stage = 0; head_offset < group; stage ^= 1) {
     ptx::cp_async_wait<0>();
     __syncthreads();
-    if (step + 1 < steps) {
-      load_step(step + 1, stage ^ 1);
+    const bool head_done = block_offset + 1 == m_count;
+    const int next_head_offset = head_done ? head_offset + 1 : head_offset;
+    const int next_block_offset = head_done ? 0 : block_offset + 1;
+    if (next_head_offset < group) {
+      load_step(next_head_offset, next_block_offset, stage ^ 1);
       ptx::cp_async_commit();
     }
-    const int h = head_kv * group + step / m_count;
-    const int m0 = (m_begin + step % m_count) * kBlockM;
+    const int h = head_kv * group + head_offset;
+    const int m0 = (m_begin + block_offset) * kBlockM;
+    head_offset = next_head_offset;
+    block_offset = next_block_offset;
     const Element* sQ_step = sQ + stage * Traits::kQStageElems;
     const Element* sDO_step = sDO + stage * Traits::kDOStageElems;
     const float* s_lse2 = sStats + 2 * stage * kBlockM + warp_query0;  // this warp's queries' lse2, then D
@@ -268,7 +280,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
     // P^T and dS^T (softcap derivative included; the softmax scale is applied to dK and dQ at the
     // end) as packed 16-bit A fragments.
-    const attn::ScoreTransform transform = attn::make_score_transform(p, batch, h, seq.seqlen_q, seq.seqlen_k);
     const bool full_tile = m0 + kBlockM <= seq.seqlen_q &&
                            mask.tile_fully_visible(m0, m0 + kBlockM - 1, n0, n0 + kBlockN - 1);
     const StepFrame frame{n0 + warp_key0 + g, m0 + warp_query0 + 2 * t, mask.min_diagonal(), mask.max_diagonal(),
@@ -284,9 +295,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles, Traits::kKStride, kSwz, Traits::kQStride, kSwz>(
           acc_s, sK + warp_key0 * Traits::kKStride, sQ_warp, lane);
       if (full_tile) {
-        probabilities<false>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
+        probabilities<false>(acc_s, s_lse2, scale_log2, frame, t);
       } else {
-        probabilities<true>(acc_s, s_lse2, transform.scale * attn::kLog2e, frame, t);
+        probabilities<true>(acc_s, s_lse2, scale_log2, frame, t);
       }
       pack_a_fragments(p16, acc_s, Element{});
       if constexpr (kSplit) {
@@ -305,6 +316,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     } else {
       // Softcap / ALiBi: the derivative needs the capped score, so S^T and dP^T are both live.
+      const attn::ScoreTransform transform = attn::make_score_transform(p, batch, h, seq.seqlen_q, seq.seqlen_k);
       float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
       warp_gemm_nt<Traits::kHeadDimV, Traits::kSNTiles, Traits::kVStride, kSwz, Traits::kDOStride, kSwz>(
