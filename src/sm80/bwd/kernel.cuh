@@ -265,10 +265,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const bool head_done = block_offset + 1 == m_count;
     const int next_head_offset = head_done ? head_offset + 1 : head_offset;
     const int next_block_offset = head_done ? 0 : block_offset + 1;
-    if (next_head_offset < group) {
-      load_step(next_head_offset, next_block_offset, stage ^ 1);
-      ptx::cp_async_commit();
-    }
+    // The next step's copies into the other stage (every warp is done with it: the barrier above).
+    // Plain calls issue them after this step's first GEMM, so that their address math and bounds
+    // checks run while its MMAs execute instead of between the barrier and every warp's first ldmatrix.
+    auto prefetch_next_step = [&] {
+      if (next_head_offset < group) {
+        load_step(next_head_offset, next_block_offset, stage ^ 1);
+        ptx::cp_async_commit();
+      }
+    };
     const int h = head_kv * group + head_offset;
     const int m0 = (m_begin + block_offset) * kBlockM;
     head_offset = next_head_offset;
@@ -294,6 +299,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       zero_accumulators(acc_s);
       warp_gemm_nt<Traits::kHeadDimQK, Traits::kSNTiles, Traits::kKStride, kSwz, Traits::kQStride, kSwz>(
           acc_s, sK + warp_key0 * Traits::kKStride, sQ_warp, lane);
+      prefetch_next_step();
       if (full_tile) {
         probabilities<false>(acc_s, s_lse2, scale_log2, frame, t);
       } else {
@@ -316,6 +322,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     } else {
       // Softcap / ALiBi: the derivative needs the capped score, so S^T and dP^T are both live.
+      prefetch_next_step();  // here: after a GEMM it costs these kernels spills (S^T and dP^T both live)
       const attn::ScoreTransform transform = attn::make_score_transform(p, batch, h, seq.seqlen_q, seq.seqlen_k);
       float acc_dp[Traits::kSNTiles][4];
       zero_accumulators(acc_dp);
